@@ -1,0 +1,38 @@
+# Front door. `make up` and `make test` are the README's quick start.
+#   make          build the release tree (binaries in build/bin)
+#   make up       install what is missing, build, start a one-node Lode
+#   make down     stop what `make up` started
+#   make test     install what is missing, build with ASan+UBSan, run the suite
+#   make bench    build and run the engine benchmark
+JOBS ?= $(shell nproc)
+BUILD := build
+ASAN := build/asan
+
+.PHONY: all deps build up down test bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+up: build
+	@scripts/up.sh
+
+down:
+	@scripts/down.sh
+
+test: deps build
+	@CC=clang cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DLODE_SANITIZE=ON -DLODE_FUZZ=ON >/dev/null
+	@cmake --build $(ASAN) -j $(JOBS)
+	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@$(BUILD)/bin/lode-engine-bench
+
+clean:
+	rm -rf $(BUILD)

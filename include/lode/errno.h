@@ -1,0 +1,40 @@
+/*
+ * Lode's one error convention.
+ *
+ * Every Lode function that can fail returns 0 (or a non-negative count) on
+ * success and a negative error code on failure. The code is either a negated
+ * errno value (-ENOENT, -ENOSPC, ...) or a negated Lode code from the table
+ * below; the two ranges never overlap because Lode's codes start at 4096,
+ * above every errno Linux defines. lode_strerror() gives a message for both.
+ */
+#ifndef LODE_ERRNO_H
+#define LODE_ERRNO_H
+
+#include <errno.h> /* the negated errno values are part of the convention */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum lode_err {
+	LODE_ERR_BASE = 4096,
+	LODE_ECSUM,    /* stored data failed its checksum; the bytes are withheld */
+	LODE_ENOCONT,  /* no such container */
+	LODE_ENOSNAP,  /* no such snapshot */
+	LODE_EKEYEMPTY,/* a dkey or akey of length zero */
+	LODE_ETYPE,    /* single value vs byte array mismatch on one akey */
+	LODE_ECORRUPT, /* on-media metadata is damaged beyond recovery */
+	LODE_EBADTGT,  /* the target failed an earlier flush and refuses writes */
+	LODE_ERR_LAST
+};
+
+/*
+ * A message for a Lode return code: negative errno values, negative Lode
+ * codes and 0. Never returns NULL; the string is static.
+ */
+const char *lode_strerror(int rc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

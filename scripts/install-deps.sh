@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package Lode needs to build, test and run. Idempotent:
+# packages already present are skipped, and apt is not touched at all when
+# nothing is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+pkgs=(
+	build-essential cmake pkg-config git
+	clang libclang-rt-14-dev libfuzzer-14-dev # libFuzzer + sanitizer runtimes
+	liburing-dev      # io_uring
+	libisal-dev       # CRC32C (and later erasure coding)
+	liblmdb-dev librocksdb-dev # measured against the engine's own index
+	libcmocka-dev     # unit tests
+	libyaml-dev       # configuration files
+	util-linux e2fsprogs # mount/losetup/mkfs for the full-disk test
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
