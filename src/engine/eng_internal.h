@@ -93,6 +93,23 @@ const uint8_t *rec_key_of(const void *item, uint32_t *len);
 
 uint32_t eng_crc32c(uint32_t seed, const void *buf, size_t len);
 
+/* ---- the newest-version map (newest.c) ---------------------------------- */
+
+struct newest {
+	struct rec **v;
+	size_t cap, n;
+	bool failed; /* ran out of memory once: no longer exact, not used */
+};
+
+/* Length of the akey prefix of an akey-level record (0 for other records). */
+uint32_t newest_pfx_len(const struct rec *r);
+/* The newest record of the akey with prefix pfx, or NULL (not known). */
+struct rec *newest_get(const struct newest *m, const uint8_t *pfx, uint32_t len);
+void newest_put(struct newest *m, struct rec *r);
+void newest_drop(struct newest *m, const struct rec *r, struct rec *next);
+void newest_free(struct newest *m);
+size_t newest_bytes(const struct newest *m);
+
 /* ---- log ---------------------------------------------------------------- */
 
 enum wal_op {

@@ -128,6 +128,13 @@ struct cont_ent {
 	uint32_t cidx;
 };
 
+enum io_kind { IO_DATA, IO_READ, IO_EXT_SYNC, IO_WAL_WRITE, IO_WAL_SYNC };
+
+struct io {
+	enum io_kind kind;
+	void *ctx; /* struct op (IO_DATA) or struct piece (IO_READ) */
+};
+
 enum op_kind {
 	OP_INSERT, /* a record enters the index when its group is durable */
 	OP_DELETE, /* a key leaves the index when its group is durable */
@@ -148,6 +155,7 @@ struct op {
 	size_t wal_len;         /* bytes of this op's records in the open group */
 	uint64_t seq;           /* sequence number of its last log record */
 	void *bounce;           /* data being written */
+	struct io io;           /* its write */
 	bool has_data;
 	/* fetch */
 	unsigned reads;         /* pieces still being read */
@@ -156,6 +164,7 @@ struct op {
 };
 
 struct piece {
+	struct io io;
 	struct op *op;
 	uint8_t *buf;      /* bounce buffer the read lands in */
 	size_t buf_len;
@@ -166,13 +175,6 @@ struct piece {
 	uint32_t nchunk;
 	uint32_t chunk_len[2]; /* length of the first and of the last chunk */
 	uint32_t crc[];
-};
-
-enum io_kind { IO_DATA, IO_READ, IO_EXT_SYNC, IO_WAL_WRITE, IO_WAL_SYNC };
-
-struct io {
-	enum io_kind kind;
-	void *ctx; /* struct op (IO_DATA) or struct piece (IO_READ) */
 };
 
 struct held {
@@ -188,6 +190,7 @@ struct eng_target {
 	uint32_t gen;
 	uint64_t seq, acked_seq;
 	struct bt *index;
+	struct newest newest;   /* akey -> newest record, for latest reads */
 	uint64_t rec_bytes;
 	uint64_t upper_punches; /* object and dkey punch records: 0 skips their lookups */
 	struct space space;
@@ -257,9 +260,12 @@ static int index_put(struct eng_target *t, struct rec *r)
 		return rc;
 	rec_account(t, r, 1);
 	if (old) {
+		newest_drop(&t->newest, old, r); /* same key: r takes its place */
 		rec_account(t, old, -1);
 		hold_extent(t, old);
 		free(old);
+	} else {
+		newest_put(&t->newest, r);
 	}
 	return 0;
 }
@@ -267,9 +273,21 @@ static int index_put(struct eng_target *t, struct rec *r)
 static struct rec *index_take(struct eng_target *t, const uint8_t *key, uint32_t klen)
 {
 	struct rec *r = bt_remove(t->index, key, klen);
+	uint32_t plen;
 
-	if (r)
-		rec_account(t, r, -1);
+	if (!r)
+		return NULL;
+	rec_account(t, r, -1);
+	plen = newest_pfx_len(r);
+	if (plen && newest_get(&t->newest, r->key, plen) == r) {
+		struct bt_cur c;
+		struct rec *next = bt_seek(t->index, &c, r->key, plen);
+
+		if (next && (next->klen < plen || memcmp(next->key, r->key, plen) != 0 ||
+			     newest_pfx_len(next) != plen))
+			next = NULL;
+		newest_drop(&t->newest, r, next);
+	}
 	return r;
 }
 
@@ -793,13 +811,29 @@ static int op_queue(struct eng_target *t, struct op *o, eng_cb_t cb, void *arg, 
 	return wait_for(t, &slot);
 }
 
+/*
+ * The newest record of the akey with prefix pfx whose epoch is <= epoch, or
+ * NULL. The newest-version map answers most calls without the tree.
+ */
+static struct rec *akey_newest(struct eng_target *t, const struct kb *pfx, lode_epoch_t epoch)
+{
+	struct kb k = *pfx;
+	struct bt_cur c;
+	struct rec *r = t->newest.failed ? NULL : newest_get(&t->newest, pfx->b, pfx->len);
+
+	if (r && rec_epoch_at(r, pfx->len) <= epoch)
+		return r;
+	kb_u64(&k, ~epoch);
+	r = bt_seek(t->index, &c, k.b, k.len);
+	return has_prefix(r, pfx) && r->klen >= pfx->len + 8 ? r : NULL;
+}
+
 /* Check that an update of type want may go to this akey. */
 static int type_check(struct eng_target *t, const struct kb *pfx, uint8_t want)
 {
-	struct bt_cur c;
-	struct rec *r = bt_seek(t->index, &c, pfx->b, pfx->len);
+	struct rec *r = akey_newest(t, pfx, LODE_EPOCH_MAX);
 
-	if (!has_prefix(r, pfx) || r->type == REC_PUNCH)
+	if (!r || r->type == REC_PUNCH)
 		return 0;
 	if (want == REC_SV)
 		return r->type == REC_SV ? 0 : -LODE_ETYPE;
@@ -817,11 +851,12 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 	struct rec *r;
 	struct op *o;
 	uint32_t cidx, nchunk = rec_nchunks(len);
-	bool inl = len <= t->inline_max;
+	bool inl;
 	int rc = validate_key(t, key, true, true, &cidx);
 
 	if (rc < 0)
 		return rc;
+	inl = len <= t->inline_max;
 	if (!buf && len)
 		return -EFAULT;
 	if (epoch == 0 || epoch == LODE_EPOCH_MAX)
@@ -880,7 +915,7 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 		struct io_uring_sqe *sqe;
 		struct io *io;
 
-		o->bounce = io_buf(t, blen + sizeof(struct io));
+		o->bounce = io_buf(t, blen);
 		if (!o->bounce) {
 			space_free(&t->space, r->loc, blocks_of(len));
 			free(r);
@@ -889,7 +924,7 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 		}
 		memcpy(o->bounce, buf, len);
 		memset((uint8_t *)o->bounce + len, 0, blen - len);
-		io = (struct io *)((uint8_t *)o->bounce + blen);
+		io = &o->io;
 		io->kind = IO_DATA;
 		io->ctx = o;
 		sqe = get_sqe(t);
@@ -1130,7 +1165,7 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 
 		if (!p)
 			return -ENOMEM;
-		p->buf = io_buf(t, blen + sizeof(struct io));
+		p->buf = io_buf(t, blen);
 		if (!p->buf) {
 			free(p);
 			return -ENOMEM;
@@ -1144,7 +1179,7 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		p->first_len = (uint32_t)(end - start); /* bytes to check */
 		for (uint32_t i = 0; i < nchunk; i++)
 			p->crc[i] = rec_chunk_crc(r, c0 + i);
-		io = (struct io *)(p->buf + blen);
+		io = &p->io;
 		io->kind = IO_READ;
 		io->ctx = p;
 		sqe = get_sqe(t);
@@ -1235,7 +1270,6 @@ int eng_sv_fetch(struct eng_target *t, const struct eng_key *key, lode_epoch_t e
 		 uint32_t cap, uint32_t *len_out, eng_cb_t cb, void *arg)
 {
 	struct kb k;
-	struct bt_cur c;
 	struct rec *r;
 	struct op *o;
 	uint32_t cidx, plen;
@@ -1249,10 +1283,8 @@ int eng_sv_fetch(struct eng_target *t, const struct eng_key *key, lode_epoch_t e
 		return -EINVAL;
 	kb_akey(&k, cidx, key);
 	plen = k.len;
-	kb_u64(&k, ~epoch);
-	r = bt_seek(t->index, &c, k.b, k.len);
-	k.len = plen;
-	if (!has_prefix(r, &k) || r->klen < plen + 8)
+	r = akey_newest(t, &k, epoch);
+	if (!r)
 		return -ENOENT;
 	if (rec_epoch_at(r, plen) <= punch_barrier(t, cidx, key->oid, key->dkey, key->dkey_len, epoch))
 		return -ENOENT;
@@ -1338,8 +1370,9 @@ static int gaps_cover(struct gaps *g, const struct rec *r, uint64_t a, uint64_t 
 
 /*
  * Walk the array extents of one akey visible at epoch, newest first, and
- * cover [lo, hi) with them. Returns 1 if the akey has any visible array
- * record, 0 if none, or a negative code.
+ * cover [lo, hi) with them. Returns 1 if the akey has visible data (an
+ * extent, not only range punches) anywhere, 0 if not, or a negative code.
+ * Once the range is covered the walk goes on only until it finds data.
  */
 static int arr_walk(struct eng_target *t, uint32_t cidx, const struct eng_key *key,
 		    lode_epoch_t epoch, struct gaps *g, cover_fn fn, void *ctx)
@@ -1349,13 +1382,14 @@ static int arr_walk(struct eng_target *t, uint32_t cidx, const struct eng_key *k
 	struct rec *r;
 	uint32_t plen;
 	lode_epoch_t bar = punch_barrier(t, cidx, key->oid, key->dkey, key->dkey_len, epoch);
-	int seen = 0, rc;
+	int data = 0, rc;
 
 	kb_akey(&k, cidx, key);
 	plen = k.len;
 	kb_u64(&k, ~epoch);
 	k.len = plen;
-	for (r = bt_seek(t->index, &c, k.b, plen + 8); has_prefix(r, &k) && g->n; r = bt_next(&c)) {
+	for (r = bt_seek(t->index, &c, k.b, plen + 8); has_prefix(r, &k) && (g->n || !data);
+	     r = bt_next(&c)) {
 		uint64_t end;
 
 		if (r->klen < plen + 8 || rec_epoch_at(r, plen) <= bar)
@@ -1363,16 +1397,19 @@ static int arr_walk(struct eng_target *t, uint32_t cidx, const struct eng_key *k
 		if (r->type == REC_PUNCH)
 			break;
 		if (r->type == REC_SV)
-			return seen ? seen : -LODE_ETYPE;
+			return data ? data : -LODE_ETYPE;
+		if (r->type == REC_ARR)
+			data = 1;
+		if (!g->n)
+			continue;
 		end = r->type == REC_ARR_PUNCH ? r->off + r->loc : r->off + r->len;
 		if (end < r->off)
 			end = UINT64_MAX;
-		seen = 1;
 		rc = gaps_cover(g, r, r->off, end, fn, ctx);
 		if (rc < 0)
 			return rc;
 	}
-	return seen;
+	return data;
 }
 
 struct fetch_ctx {
@@ -2275,8 +2312,11 @@ static int recover_put(struct eng_target *t, struct rec *r)
 	}
 	rec_account(t, r, 1);
 	if (old) {
+		newest_drop(&t->newest, old, r);
 		rec_account(t, old, -1);
 		free(old);
+	} else {
+		newest_put(&t->newest, r);
 	}
 	return 0;
 }
@@ -2527,7 +2567,13 @@ static int wal_open(struct eng_target *t, uint64_t want)
 		t->wal_size = (uint64_t)st.st_size;
 		return 0;
 	}
+	/* Smaller than any log we make: its creation never finished, so no
+	 * record was ever written to it. Start it over. */
+	if (ftruncate(t->wal_fd, 0) < 0)
+		return -errno;
 	t->wal_size = want ? want / ENG_BLOCK * ENG_BLOCK : default_wal_size(t->path);
+	if (t->wal_size < (1u << 20))
+		t->wal_size = 1u << 20;
 	if (t->mode == ENG_MODE_RAM) {
 		if (fallocate(t->wal_fd, 0, 0, (off_t)t->wal_size) < 0)
 			rc = -errno;
@@ -2604,6 +2650,7 @@ static void tgt_free(struct eng_target *t)
 	if (t->have_ring)
 		io_uring_queue_exit(&t->ring);
 	arena_fini(&t->arena);
+	newest_free(&t->newest);
 	if (t->index)
 		bt_destroy(t->index, free);
 	space_close(&t->space);
@@ -2713,7 +2760,7 @@ int eng_tgt_stats(struct eng_target *t, struct eng_stats *st)
 		return -EFAULT;
 	*st = t->st;
 	st->records = bt_count(t->index);
-	st->index_bytes = bt_bytes(t->index) + t->rec_bytes;
+	st->index_bytes = bt_bytes(t->index) + t->rec_bytes + newest_bytes(&t->newest);
 	st->extent_used = t->space.used * ENG_BLOCK;
 	st->extent_cap = t->space.cap;
 	st->wal_used = t->wal_off;

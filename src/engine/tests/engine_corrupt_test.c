@@ -1,0 +1,318 @@
+/*
+ * Damaged extent data must be caught by the checksums: a fetch of a value
+ * or array range whose stored bytes were altered returns -LODE_ECSUM and
+ * withholds the bytes (errno.h: "the bytes are withheld"), while every
+ * other value still reads back.
+ *
+ * The test writes values larger than inline_max with unique patterns, finds
+ * each pattern in the target's `extents` file, flips one byte there (with
+ * the target closed, and with it open), and fetches.
+ */
+#include "test_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct tu_fix *fixture(void **state)
+{
+	return *state;
+}
+
+/*
+ * The offset in file path where needle (n bytes) occurs; fails unless it
+ * occurs exactly once. Reads only the data regions of a sparse file.
+ */
+static off_t find_in_file(const char *path, const void *needle, size_t n)
+{
+	enum { CHUNK = 4 << 20 };
+	int fd = open(path, O_RDONLY);
+	uint8_t *buf = malloc(CHUNK + n);
+	off_t found = -1, size, data = 0;
+	unsigned hits = 0;
+
+	if (fd < 0)
+		fail_msg("open %s: %s", path, strerror(errno));
+	assert_non_null(buf);
+	size = lseek(fd, 0, SEEK_END);
+	while (data < size) {
+		off_t hole;
+
+		data = lseek(fd, data, SEEK_DATA);
+		if (data < 0)
+			break;
+		hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			hole = size;
+		for (off_t pos = data; pos < hole; pos += CHUNK) {
+			size_t want = (size_t)(hole - pos < CHUNK ? hole - pos : CHUNK);
+			ssize_t got = pread(fd, buf, want + n - 1, pos);
+
+			if (got <= 0)
+				break;
+			for (uint8_t *p = buf; (p = memmem(p, (size_t)got - (size_t)(p - buf), needle, n));
+			     p++) {
+				if (p - buf >= (ptrdiff_t)want)
+					break; /* in the overlap: found from the next chunk */
+				found = pos + (p - buf);
+				hits++;
+			}
+		}
+		data = hole;
+	}
+	close(fd);
+	free(buf);
+	if (hits != 1)
+		fail_msg("a value's pattern occurs %u times in %s, expected once (values over "
+			 "inline_max are stored in the extent file as written)",
+			 hits, path);
+	return found;
+}
+
+/* Flip the bits of one byte of path at off, durably. */
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	if (fd < 0)
+		fail_msg("open %s: %s", path, strerror(errno));
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= 0x5a;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	assert_int_equal(fsync(fd), 0);
+	close(fd);
+}
+
+/* Where value bytes [pos, pos+64) of a pattern start in the extent file. */
+static off_t locate(struct tu_fix *f, uint64_t seed, uint64_t pat_pos)
+{
+	uint8_t needle[64];
+	char *ext = tu_path_join(f->path, "extents");
+	off_t off;
+
+	tu_pat_fill(needle, sizeof(needle), seed, pat_pos);
+	off = find_in_file(ext, needle, sizeof(needle));
+	free(ext);
+	return off;
+}
+
+static void corrupt(struct tu_fix *f, off_t off)
+{
+	char *ext = tu_path_join(f->path, "extents");
+
+	flip_byte(ext, off);
+	free(ext);
+}
+
+/*
+ * After -LODE_ECSUM, buf must not hold the damaged bytes around value
+ * offset bad as if they were the data: compare with what the file holds.
+ */
+static void check_withheld(const uint8_t *buf, uint32_t len, uint32_t bad, uint64_t seed,
+			   uint64_t pat_base)
+{
+	uint32_t lo = bad > 32 ? bad - 32 : 0, hi = bad + 32 < len ? bad + 32 : len;
+	uint8_t want[64];
+
+	/* the damaged content: the pattern with the one flipped byte */
+	tu_pat_fill(want, hi - lo, seed, pat_base + lo);
+	want[bad - lo] ^= 0x5a;
+	if (memcmp(buf + lo, want, hi - lo) == 0)
+		fail_msg("after -LODE_ECSUM the buffer holds the damaged bytes as if valid");
+}
+
+static void sv_put(struct tu_fix *f, const struct eng_key *k, lode_epoch_t e, uint32_t len,
+		   uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+
+	assert_non_null(b);
+	tu_pat_fill(b, len, seed, 0);
+	assert_int_equal(eng_sv_update(f->tgt, k, e, b, len, NULL, NULL), 0);
+	free(b);
+}
+
+static void arr_put(struct tu_fix *f, const struct eng_key *k, lode_epoch_t e, uint64_t off,
+		    uint32_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+
+	assert_non_null(b);
+	tu_pat_fill(b, len, seed, off);
+	assert_int_equal(eng_arr_update(f->tgt, k, e, off, b, len, NULL, NULL), 0);
+	free(b);
+}
+
+static void sv_ok(struct tu_fix *f, const struct eng_key *k, lode_epoch_t e, uint32_t len,
+		  uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+	uint32_t got = 0;
+
+	assert_non_null(b);
+	assert_int_equal(eng_sv_fetch(f->tgt, k, e, b, len, &got, NULL, NULL), 0);
+	assert_int_equal(got, len);
+	assert_int_equal(tu_pat_check(b, len, seed, 0), -1);
+	free(b);
+}
+
+/*
+ * Fetch a damaged single value every way: blocking into plain memory,
+ * asynchronously into plain memory and into a registered buffer.
+ */
+static void sv_expect_csum(struct tu_fix *f, const struct eng_key *k, lode_epoch_t e,
+			   uint32_t len, uint32_t bad, uint64_t seed)
+{
+	uint8_t *plain = malloc(len + 64);
+	uint8_t *reg = eng_buf_alloc(f->tgt, len + 64);
+	uint32_t got;
+	int rc;
+
+	assert_non_null(plain);
+	assert_non_null(reg);
+	for (int way = 0; way < 3; way++) {
+		uint8_t *b = way == 2 ? reg : plain;
+
+		memset(b, 0xee, len + 64);
+		if (way == 0)
+			rc = eng_sv_fetch(f->tgt, k, e, b, len + 64, &got, NULL, NULL);
+		else
+			rc = tu_sv_fetch_wait(f->tgt, k, e, b, len + 64, &got);
+		if (rc != -LODE_ECSUM)
+			fail_msg("fetch %d of a damaged value (byte %u of %u flipped): got %d (%s), "
+				 "expected -LODE_ECSUM",
+				 way, bad, len, rc, lode_strerror(rc));
+		check_withheld(b, len, bad, seed, 0);
+	}
+	eng_buf_free(f->tgt, reg);
+	free(plain);
+}
+
+/* Fetch [off, off+len) of a damaged array, whose flipped byte is at array offset bad. */
+static void arr_expect_csum(struct tu_fix *f, const struct eng_key *k, uint64_t off, uint32_t len,
+			    uint64_t bad, uint64_t seed)
+{
+	uint8_t *plain = malloc(len);
+	uint8_t *reg = eng_buf_alloc(f->tgt, len);
+	int rc;
+
+	assert_non_null(plain);
+	assert_non_null(reg);
+	for (int way = 0; way < 3; way++) {
+		uint8_t *b = way == 2 ? reg : plain;
+
+		memset(b, 0xee, len);
+		if (way == 0)
+			rc = eng_arr_fetch(f->tgt, k, LODE_EPOCH_MAX, off, b, len, NULL, NULL);
+		else
+			rc = tu_arr_fetch_wait(f->tgt, k, LODE_EPOCH_MAX, off, b, len);
+		if (rc != -LODE_ECSUM)
+			fail_msg("array fetch %d of [%llu, +%u) over a damaged byte at %llu: got %d "
+				 "(%s), expected -LODE_ECSUM",
+				 way, (unsigned long long)off, len, (unsigned long long)bad, rc,
+				 lode_strerror(rc));
+		check_withheld(b, len, (uint32_t)(bad - off), seed, off);
+	}
+	eng_buf_free(f->tgt, reg);
+	free(plain);
+}
+
+/* A range that misses the damage reads correctly or, if checked per extent, -LODE_ECSUM. */
+static void arr_ok_or_csum(struct tu_fix *f, const struct eng_key *k, uint64_t off, uint32_t len,
+			   uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+	int rc;
+
+	assert_non_null(b);
+	rc = eng_arr_fetch(f->tgt, k, LODE_EPOCH_MAX, off, b, len, NULL, NULL);
+	if (rc == 0)
+		assert_int_equal(tu_pat_check(b, len, seed, off), -1);
+	else
+		assert_int_equal(rc, -LODE_ECSUM);
+	free(b);
+}
+
+/* Damage three stored extents while the target is closed. */
+static void test_flip_closed(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	struct eng_key ka = tu_key(&f->cont, tu_oid(1), "d", "a");   /* one chunk */
+	struct eng_key kb = tu_key(&f->cont, tu_oid(1), "d", "b");   /* several chunks */
+	struct eng_key kc = tu_key(&f->cont, tu_oid(1), "d", "c");   /* inline */
+	struct eng_key kd = tu_key(&f->cont, tu_oid(2), "d", "arr"); /* array extent */
+	struct eng_key ke = tu_key(&f->cont, tu_oid(2), "e", "e");   /* untouched */
+	const uint64_t sa = 0xa11ce, sb = 0xb0b, sc = 0xc0c, sd = 0xd0d, se = 0xe0e;
+
+	sv_put(f, &ka, 10, 20000, sa);
+	sv_put(f, &kb, 10, 100000, sb);
+	sv_put(f, &kc, 10, 40, sc);
+	arr_put(f, &kd, 10, 5000, 70000, sd);
+	sv_put(f, &ke, 10, 9000, se);
+	tu_fix_close(f);
+
+	off_t pa = locate(f, sa, 0), pb = locate(f, sb, 0), pd = locate(f, sd, 5000);
+	corrupt(f, pa + 12345);
+	corrupt(f, pb + 70000);
+	corrupt(f, pd + 50000);
+	tu_fix_open(f);
+
+	sv_expect_csum(f, &ka, LODE_EPOCH_MAX, 20000, 12345, sa);
+	sv_expect_csum(f, &kb, 10, 100000, 70000, sb);
+	arr_expect_csum(f, &kd, 5000 + 49000, 2000, 5000 + 50000, sd);
+	arr_expect_csum(f, &kd, 0, 100000, 5000 + 50000, sd);
+	arr_expect_csum(f, &kd, 5000 + 50000, 1, 5000 + 50000, sd);
+	arr_ok_or_csum(f, &kd, 5000, 1000, sd);
+	arr_ok_or_csum(f, &kd, 5000 + 69000, 1000, sd);
+	/* everything else reads fine */
+	sv_ok(f, &kc, LODE_EPOCH_MAX, 40, sc);
+	sv_ok(f, &ke, LODE_EPOCH_MAX, 9000, se);
+
+	/* a newer version reads fine; the damaged one still fails */
+	sv_put(f, &ka, 20, 20000, sa + 1);
+	sv_ok(f, &ka, LODE_EPOCH_MAX, 20000, sa + 1);
+	sv_expect_csum(f, &ka, 15, 20000, 12345, sa);
+	tu_fix_reopen(f);
+	sv_ok(f, &ka, 20, 20000, sa + 1);
+	sv_expect_csum(f, &ka, 10, 20000, 12345, sa);
+	sv_ok(f, &ke, LODE_EPOCH_MAX, 9000, se);
+}
+
+/* Damage stored extents while the target is open and has them indexed. */
+static void test_flip_open(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	struct eng_key kf = tu_key(&f->cont, tu_oid(3), "d", "f");
+	struct eng_key kg = tu_key(&f->cont, tu_oid(3), "d", "arr");
+	struct eng_key kh = tu_key(&f->cont, tu_oid(3), "d", "h");
+	const uint64_t sf = 0xf00f, sg = 0x9009, sh = 0x4004;
+
+	sv_put(f, &kf, 10, 16384, sf);
+	arr_put(f, &kg, 10, 0, 8192, sg);
+	sv_put(f, &kh, 10, 4096, sh);
+	sv_ok(f, &kf, LODE_EPOCH_MAX, 16384, sf); /* read once before the damage */
+
+	off_t pf = locate(f, sf, 0), pg = locate(f, sg, 0);
+	corrupt(f, pf + 100);
+	corrupt(f, pg + 8000);
+
+	sv_expect_csum(f, &kf, LODE_EPOCH_MAX, 16384, 100, sf);
+	arr_expect_csum(f, &kg, 7000, 1192, 8000, sg);
+	arr_expect_csum(f, &kg, 0, 8192, 8000, sg);
+	sv_ok(f, &kh, LODE_EPOCH_MAX, 4096, sh);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		TU_BOTH_MODES(test_flip_closed),
+		TU_BOTH_MODES(test_flip_open),
+	};
+
+	tu_main_init();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
