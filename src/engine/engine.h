@@ -14,7 +14,10 @@
  * operation is complete and returns its result. With a cb the call returns 0
  * once the operation is queued (or a negative code if it was refused up
  * front, in which case cb is never called); cb(arg, rc) runs later from
- * inside eng_progress() on the owning thread. An update's cb runs only once
+ * inside eng_progress() on the owning thread. The caller's buffer belongs to
+ * the engine until then: an update may read it, a fetch writes into it, up
+ * to the callback. Callbacks may queue new operations but must not make
+ * blocking calls (cb == NULL) on the same target. An update's cb runs only once
  * its data and metadata are durable (disk mode) or written to the RAM-backed
  * files (RAM mode); the update is visible to fetches from that moment on.
  *

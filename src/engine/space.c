@@ -11,7 +11,11 @@
  * The file grows on demand with fallocate, in large steps, up to the
  * target's capacity. fallocate is where a full file system shows up: the
  * allocation fails with -ENOSPC before anything is written, so a full disk
- * costs the caller one clean error and the target nothing.
+ * costs the caller one clean error and the target nothing. On disk the new
+ * space is then written with zeros once: fallocate leaves "unwritten"
+ * extents, and every group commit that wrote into them would pay a journal
+ * commit to convert them in its fdatasync. Measured: durable 4 KiB updates
+ * on fresh space went from 5.9K to 57K ops/s (docs/decisions/0003).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +28,8 @@
 
 #include "engine/eng_internal.h"
 
-#define GROW_STEP (64ull << 20)
+#define GROW_STEP (16ull << 20)
+#define ZERO_CHUNK (1u << 20)
 
 static int open_extents(struct space *s, const char *dir)
 {
@@ -140,6 +145,29 @@ static uint64_t find_run(const struct space *s, uint64_t from, uint64_t to, uint
 	return UINT64_MAX;
 }
 
+static int zero_fill(struct space *s, uint64_t from, uint64_t to)
+{
+	void *z;
+
+	if (posix_memalign(&z, ENG_BLOCK, ZERO_CHUNK) != 0)
+		return -ENOMEM;
+	memset(z, 0, ZERO_CHUNK);
+	for (uint64_t o = from; o < to;) {
+		size_t n = to - o < ZERO_CHUNK ? (size_t)(to - o) : ZERO_CHUNK;
+		ssize_t w = pwrite(s->fd, z, n, (off_t)o);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			free(z);
+			return w < 0 ? -errno : -EIO;
+		}
+		o += (uint64_t)w;
+	}
+	free(z);
+	return 0;
+}
+
 static int grow(struct space *s, uint64_t need_end)
 {
 	uint64_t end = need_end, step_end = s->size + GROW_STEP;
@@ -154,6 +182,12 @@ static int grow(struct space *s, uint64_t need_end)
 		end = need_end;
 		if (fallocate(s->fd, 0, (off_t)s->size, (off_t)(end - s->size)) < 0)
 			return errno == EOPNOTSUPP ? -EIO : -errno;
+	}
+	if (!s->ram) {
+		int rc = zero_fill(s, s->size, end);
+
+		if (rc < 0)
+			return rc;
 	}
 	s->size = end;
 	return 0;

@@ -388,6 +388,20 @@ static struct io_uring_sqe *get_sqe(struct eng_target *t)
 	return sqe;
 }
 
+/*
+ * Hand queued requests to the kernel now if they are worth a system call on
+ * their own (a large transfer: the device should not wait for the rest of
+ * the caller's batch) or if enough have piled up; small ones otherwise wait
+ * for eng_progress() to submit them together.
+ */
+static void io_kick(struct eng_target *t, size_t len)
+{
+	if (len >= (64u << 10) || t->sq_pending >= 16) {
+		io_uring_submit(&t->ring);
+		t->sq_pending = 0;
+	}
+}
+
 static void *io_buf(struct eng_target *t, size_t len)
 {
 	void *p = arena_alloc(&t->arena, len);
@@ -915,15 +929,22 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 		struct io_uring_sqe *sqe;
 		struct io *io;
 
-		o->bounce = io_buf(t, blen);
-		if (!o->bounce) {
+		/* A caller's buffer that O_DIRECT can take as it is is written
+		 * from directly (the API asks callers to leave it alone until
+		 * the callback); anything else goes through a bounce buffer. */
+		bool direct = len == blen && ((uintptr_t)buf % ENG_BLOCK) == 0;
+
+		o->bounce = direct ? NULL : io_buf(t, blen);
+		if (!direct && !o->bounce) {
 			space_free(&t->space, r->loc, blocks_of(len));
 			free(r);
 			free(o);
 			return -ENOMEM;
 		}
-		memcpy(o->bounce, buf, len);
-		memset((uint8_t *)o->bounce + len, 0, blen - len);
+		if (!direct) {
+			memcpy(o->bounce, buf, len);
+			memset((uint8_t *)o->bounce + len, 0, blen - len);
+		}
 		io = &o->io;
 		io->kind = IO_DATA;
 		io->ctx = o;
@@ -935,9 +956,10 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 			free(o);
 			return -EBUSY;
 		}
-		prep_rw(t, sqe, true, o->bounce, blen, r->loc);
+		prep_rw(t, sqe, true, direct ? (void *)buf : o->bounce, blen, r->loc);
 		io_uring_sqe_set_data(sqe, io);
 		t->io_inflight++;
+		io_kick(t, blen);
 		return op_queue(t, o, cb, arg, true);
 	}
 }
@@ -1192,6 +1214,7 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		io_uring_sqe_set_data(sqe, io);
 		t->io_inflight++;
 		o->reads++;
+		io_kick(t, blen);
 		return 0;
 	}
 }

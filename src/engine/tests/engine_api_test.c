@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1512,6 +1513,150 @@ static void test_enum_akeys(void **state)
 	free(names);
 }
 
+/*
+ * An anchor resumes after the last item it returned even when that item is
+ * gone (punched and aggregated away) and the target was reopened in
+ * between: the anchor is plain data, kept here as bytes.
+ */
+static void test_enum_resume(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	enum { N = 600 };
+	char names[N][8];
+	uint8_t seen[N] = {0}, anchor_bytes[sizeof(struct eng_anchor)];
+	struct eng_anchor anchor = ENG_ANCHOR_INIT;
+	struct eng_key k = tu_key(&f->cont, tu_oid(5), NULL, NULL);
+	uint8_t buf[64];
+	struct lode_oid oids[3];
+	struct tu_batch b = {0};
+	int n, last = -1, other = -1;
+
+	for (unsigned i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "r%04u", i);
+		struct eng_key ki = tu_key(&f->cont, tu_oid(5), names[i], "v");
+		struct eng_key ko = tu_key(&f->cont, tu_oid(1000 + i), "d", "v");
+
+		assert_int_equal(eng_sv_update(f->tgt, &ki, 10, "x", 1, tu_batch_cb, &b), 0);
+		assert_int_equal(eng_sv_update(f->tgt, &ko, 10, "x", 1, tu_batch_cb, &b), 0);
+		b.issued += 2;
+		tu_batch_throttle(f->tgt, &b, 128);
+	}
+	tu_batch_wait(f->tgt, &b);
+	assert_int_equal(b.failed, 0);
+
+	/* dkeys: one small batch, then the last one returned and another disappear */
+	n = eng_dkey_list(f->tgt, &k, LODE_EPOCH_MAX, &anchor, buf, sizeof(buf));
+	assert_true(n > 0 && !anchor.eof);
+	for (int i = 0, pos = 0; i < n; i++) {
+		uint16_t len = (uint16_t)(buf[pos] | buf[pos + 1] << 8);
+		unsigned idx;
+
+		assert_int_equal(len, 5);
+		assert_int_equal(sscanf((const char *)buf + pos + 3, "%4u", &idx), 1);
+		assert_true(idx < N);
+		seen[idx]++;
+		last = (int)idx;
+		pos += 2 + len;
+	}
+	for (unsigned i = 0; i < N && other < 0; i++)
+		if (!seen[N - 1 - i])
+			other = (int)(N - 1 - i);
+	memcpy(anchor_bytes, &anchor, sizeof(anchor));
+	assert_int_equal(eng_dkey_punch(f->tgt, KEYP(&f->cont, tu_oid(5), names[last], NULL), 20,
+					NULL, NULL),
+			 0);
+	assert_int_equal(eng_dkey_punch(f->tgt, KEYP(&f->cont, tu_oid(5), names[other], NULL),
+					20, NULL, NULL),
+			 0);
+	assert_int_equal(eng_aggregate(f->tgt, &f->cont, LODE_EPOCH_MAX), 0);
+	tu_fix_reopen(f);
+	memset(&anchor, 0x55, sizeof(anchor));
+	memcpy(&anchor, anchor_bytes, sizeof(anchor));
+	while (!anchor.eof) {
+		n = eng_dkey_list(f->tgt, &k, LODE_EPOCH_MAX, &anchor, buf, sizeof(buf));
+		assert_true(n > 0 || (n == 0 && anchor.eof));
+		for (int i = 0, pos = 0; i < n; i++) {
+			uint16_t len = (uint16_t)(buf[pos] | buf[pos + 1] << 8);
+			unsigned idx;
+
+			assert_int_equal(sscanf((const char *)buf + pos + 3, "%4u", &idx), 1);
+			assert_true(idx < N);
+			if (seen[idx]++)
+				fail_msg("dkey %u listed again after resuming", idx);
+			pos += 2 + len;
+		}
+	}
+	for (unsigned i = 0; i < N; i++)
+		if (seen[i] != (i == (unsigned)other ? 0 : 1))
+			fail_msg("dkey %u listed %u times (the anchor's was %d, punched %d)", i, seen[i],
+				 last, other);
+
+	/* objects, the same way */
+	memset(seen, 0, sizeof(seen));
+	memset(&anchor, 0, sizeof(anchor));
+	unsigned base = 0, total = 0;
+	n = eng_obj_list(f->tgt, &f->cont, LODE_EPOCH_MAX, &anchor, oids, 3);
+	assert_int_equal(n, 3);
+	/* objects 1000.. and object 5: map oids back */
+	last = other = -1;
+	for (int i = 0; i < n; i++) {
+		bool known = false;
+
+		for (unsigned j = 0; j < N; j++) {
+			struct lode_oid w = tu_oid(1000 + j);
+
+			if (w.hi == oids[i].hi && w.lo == oids[i].lo) {
+				seen[j]++;
+				last = (int)j;
+				known = true;
+			}
+		}
+		base += !known; /* object 5 */
+		total++;
+	}
+	for (unsigned i = 0; i < N && other < 0; i++)
+		if (!seen[N - 1 - i])
+			other = (int)(N - 1 - i);
+	memcpy(anchor_bytes, &anchor, sizeof(anchor));
+	if (last >= 0)
+		assert_int_equal(eng_obj_punch(f->tgt, KEYP(&f->cont, tu_oid(1000 + (unsigned)last),
+							     NULL, NULL),
+					       30, NULL, NULL),
+				 0);
+	assert_int_equal(eng_obj_punch(f->tgt,
+				       KEYP(&f->cont, tu_oid(1000 + (unsigned)other), NULL, NULL),
+				       30, NULL, NULL),
+			 0);
+	assert_int_equal(eng_aggregate(f->tgt, &f->cont, LODE_EPOCH_MAX), 0);
+	tu_fix_reopen(f);
+	memcpy(&anchor, anchor_bytes, sizeof(anchor));
+	while (!anchor.eof) {
+		n = eng_obj_list(f->tgt, &f->cont, LODE_EPOCH_MAX, &anchor, oids, 3);
+		assert_true(n > 0 || (n == 0 && anchor.eof));
+		for (int i = 0; i < n; i++) {
+			bool known = false;
+
+			for (unsigned j = 0; j < N; j++) {
+				struct lode_oid w = tu_oid(1000 + j);
+
+				if (w.hi == oids[i].hi && w.lo == oids[i].lo) {
+					if (seen[j]++)
+						fail_msg("object %u listed again after resuming", j);
+					known = true;
+				}
+			}
+			base += !known; /* object 5 */
+			total++;
+		}
+	}
+	assert_int_equal(base, 1); /* object 5, once */
+	for (unsigned i = 0; i < N; i++)
+		if (seen[i] != (i == (unsigned)other ? 0 : 1))
+			fail_msg("object %u listed %u times (the anchor's was %d, punched %d)", 1000 + i,
+				 seen[i], last, other);
+	assert_int_equal(total, N); /* N - 1 of 1000.., plus object 5 */
+}
+
 /* ==== asynchronous use ===================================================== */
 
 struct aop {
@@ -1741,6 +1886,99 @@ static void test_inline_and_stats(void **state)
 	free(path);
 }
 
+/* ==== independent targets on their own threads ============================ */
+
+struct thr {
+	enum eng_mode mode;
+	char *path;
+	unsigned id;
+	char err[160]; /* empty when all went well */
+};
+
+/* A thread owning one target; plain checks only (cmocka is not thread-safe). */
+static void *thr_main(void *arg)
+{
+	struct thr *th = arg;
+	struct eng_tgt_opts o = {.path = th->path, .mode = th->mode};
+	struct lode_uuid c = tu_uuid(th->id);
+	struct eng_target *t;
+	struct tu_batch b = {0};
+	enum { N = 400 };
+	uint8_t *bufs = malloc((size_t)N * 5000);
+	int rc = eng_tgt_open(&o, &t);
+
+	if (rc != 0 || !bufs) {
+		snprintf(th->err, sizeof(th->err), "open: %d", rc);
+		free(bufs);
+		return NULL;
+	}
+	rc = eng_cont_create(t, &c);
+	for (unsigned i = 0; rc == 0 && i < N; i++) {
+		char akey[16];
+		struct eng_key k;
+
+		snprintf(akey, sizeof(akey), "a%u", i);
+		k = tu_key(&c, tu_oid(i % 9), "d", akey);
+		tu_pat_fill(bufs + (size_t)i * 5000, 1 + i * 12, th->id * 1000 + i, 0);
+		rc = eng_sv_update(t, &k, 1 + i, bufs + (size_t)i * 5000, 1 + i * 12, tu_batch_cb,
+				   &b);
+		b.issued += rc == 0;
+		while (rc == 0 && b.issued - b.completed > 32)
+			rc = eng_progress(t) < 0 ? -EIO : 0;
+	}
+	while (rc == 0 && b.completed < b.issued)
+		rc = eng_progress(t) < 0 ? -EIO : 0;
+	if (rc != 0 || b.failed) {
+		snprintf(th->err, sizeof(th->err), "updates: %d, %u failed", rc, b.failed);
+		goto out;
+	}
+	for (unsigned i = 0; i < N; i++) {
+		char akey[16];
+		struct eng_key k;
+		uint32_t got = 0;
+
+		snprintf(akey, sizeof(akey), "a%u", i);
+		k = tu_key(&c, tu_oid(i % 9), "d", akey);
+		rc = eng_sv_fetch(t, &k, LODE_EPOCH_MAX, bufs, 5000, &got, NULL, NULL);
+		if (rc != 0 || got != 1 + i * 12 || tu_pat_check(bufs, got, th->id * 1000 + i, 0) >= 0) {
+			snprintf(th->err, sizeof(th->err), "fetch %u: %d len %u", i, rc, got);
+			goto out;
+		}
+	}
+out:
+	rc = eng_tgt_close(t);
+	if (rc != 0 && !th->err[0])
+		snprintf(th->err, sizeof(th->err), "close: %d", rc);
+	free(bufs);
+	return NULL;
+}
+
+/* Different targets are independent: each driven by its own thread at once. */
+static void test_threads(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	struct thr th[3];
+	pthread_t tid[3];
+
+	for (unsigned i = 0; i < 3; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "thr%u", i);
+		th[i] = (struct thr){.mode = f->mode, .path = tu_path_join(f->dir, name), .id = i + 10};
+		assert_int_equal(pthread_create(&tid[i], NULL, thr_main, &th[i]), 0);
+	}
+	/* the fixture's own target keeps working meanwhile on this thread */
+	for (unsigned i = 0; i < 50; i++)
+		sv_put(f->tgt, KEYP(&f->cont, tu_oid(1), "main", "a"), 1 + i, 3000, i);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(pthread_join(tid[i], NULL), 0);
+		if (th[i].err[0])
+			fail_msg("thread %u: %s", i, th[i].err);
+		free(th[i].path);
+	}
+	sv_expect(f->tgt, KEYP(&f->cont, tu_oid(1), "main", "a"), LODE_EPOCH_MAX, 3000, 49, false);
+}
+
 /* ==== persistence ========================================================= */
 
 static void test_reopen_random(void **state)
@@ -1818,9 +2056,11 @@ int main(void)
 		TU_BOTH_MODES(test_enum_objects),
 		TU_BOTH_MODES(test_enum_dkeys_100k),
 		TU_BOTH_MODES(test_enum_akeys),
+		TU_BOTH_MODES(test_enum_resume),
 		TU_BOTH_MODES(test_async_many),
 		TU_BOTH_MODES(test_buf_alloc),
 		TU_BOTH_MODES(test_inline_and_stats),
+		TU_BOTH_MODES(test_threads),
 		TU_BOTH_MODES(test_reopen_random),
 	};
 

@@ -127,7 +127,7 @@ static struct eng_key key_of(const struct lode_uuid *cont, unsigned k, char *ake
 
 /* ---- the child ---------------------------------------------------------- */
 
-enum { MSG_READY = 1, MSG_ACK, MSG_ERR, MSG_DONE };
+enum { MSG_READY = 1, MSG_ACK, MSG_ERR, MSG_DONE, MSG_CKPT };
 
 struct msg {
 	uint32_t type, key, slot, pad;
@@ -196,6 +196,7 @@ static void child_main(const struct eng_tgt_opts *opts, const struct lode_uuid *
 	struct tu_rng rng;
 	struct msg ready = {.type = MSG_READY};
 	lode_epoch_t base = ((lode_epoch_t)round + 1) << 32;
+	uint64_t ckpts = 0;
 	int rc = eng_tgt_open(opts, &t);
 
 	if (rc != 0)
@@ -232,6 +233,14 @@ static void child_main(const struct eng_tgt_opts *opts, const struct lode_uuid *
 		rc = eng_progress(t);
 		if (rc < 0)
 			child_fail(fd, rc, 1003);
+		/* report checkpoints, to show that kills land around them too */
+		struct eng_stats st;
+		if (eng_tgt_stats(t, &st) == 0 && st.checkpoints != ckpts) {
+			struct msg m = {.type = MSG_CKPT};
+
+			ckpts = st.checkpoints;
+			send_msg(fd, &m);
+		}
 	}
 	struct msg done = {.type = MSG_DONE};
 	if (round % 2)
@@ -245,7 +254,7 @@ static void child_main(const struct eng_tgt_opts *opts, const struct lode_uuid *
 
 struct state {
 	lode_epoch_t acked[NKEYS][MAX_SLOTS]; /* newest acknowledged epoch, 0: none */
-	unsigned long acks, kills_in_open, done_before_kill;
+	unsigned long acks, kills_in_open, done_before_kill, checkpoints;
 };
 
 static double now_ms(void)
@@ -283,6 +292,9 @@ static size_t take_msgs(struct state *s, const uint8_t *buf, size_t len, bool *r
 			break;
 		case MSG_DONE:
 			s->done_before_kill++;
+			break;
+		case MSG_CKPT:
+			s->checkpoints++;
 			break;
 		default:
 			fail_msg("round %u: bad message type %u", round, m.type);
@@ -450,7 +462,7 @@ static void test_crash_recovery(void **state)
 	unsigned rounds = (unsigned)tu_env_u64("LODE_CRASH_ROUNDS", mode == ENG_MODE_DISK ? 60 : 25);
 	char *dir = tu_tmpdir(mode, "crash");
 	char *path = tu_path_join(dir, "tgt");
-	struct eng_tgt_opts opts = {.path = path, .mode = mode, .wal_size = 16u << 20};
+	struct eng_tgt_opts opts = {.path = path, .mode = mode, .wal_size = 1u << 20};
 	struct lode_uuid cont = tu_uuid(1);
 	struct state *s = calloc(1, sizeof(*s));
 	struct eng_target *t;
@@ -485,9 +497,10 @@ static void test_crash_recovery(void **state)
 	assert_int_equal(eng_tgt_open(&opts, &t), 0);
 	verify(t, &cont, s, rounds + 1, seed);
 	assert_int_equal(eng_tgt_close(t), 0);
-	print_message("crash: %lu acknowledged updates, %lu kills during open, %lu children "
-		      "finished first, %.1f s\n",
-		      s->acks, s->kills_in_open, s->done_before_kill, (now_ms() - t0) / 1000);
+	print_message("crash: %lu acknowledged updates, %lu checkpoints, %lu kills during open, "
+		      "%lu children finished first, %.1f s\n",
+		      s->acks, s->checkpoints, s->kills_in_open, s->done_before_kill,
+		      (now_ms() - t0) / 1000);
 	assert_true(s->acks > 0);
 	tu_rmtree(dir);
 	free(path);
