@@ -166,14 +166,14 @@ struct op {
 struct piece {
 	struct io io;
 	struct op *op;
-	uint8_t *buf;      /* bounce buffer the read lands in */
+	uint8_t *buf;      /* where the read lands: a bounce buffer, or dst itself */
 	size_t buf_len;
 	uint8_t *dst;
 	uint32_t skip;     /* bytes of buf before the caller's first byte */
 	uint32_t copy;     /* bytes to give the caller */
-	uint32_t first_len;/* checked bytes: data of the first chunk read */
+	uint32_t check_len;/* bytes covered by the chunk checksums */
 	uint32_t nchunk;
-	uint32_t chunk_len[2]; /* length of the first and of the last chunk */
+	bool direct;       /* buf is dst: nothing to copy or free */
 	uint32_t crc[];
 };
 
@@ -1187,7 +1187,11 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 
 		if (!p)
 			return -ENOMEM;
-		p->buf = io_buf(t, blen);
+		/* Read straight into the caller's buffer when it is exactly the
+		 * checked range, block-sized and aligned for O_DIRECT. */
+		p->direct = start == xoff && end - start == n && blen == n &&
+			    ((uintptr_t)dst % ENG_BLOCK) == 0;
+		p->buf = p->direct ? dst : io_buf(t, blen);
 		if (!p->buf) {
 			free(p);
 			return -ENOMEM;
@@ -1198,7 +1202,7 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		p->skip = (uint32_t)(xoff - start);
 		p->copy = n;
 		p->nchunk = nchunk;
-		p->first_len = (uint32_t)(end - start); /* bytes to check */
+		p->check_len = (uint32_t)(end - start);
 		for (uint32_t i = 0; i < nchunk; i++)
 			p->crc[i] = rec_chunk_crc(r, c0 + i);
 		io = &p->io;
@@ -1206,7 +1210,8 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		io->ctx = p;
 		sqe = get_sqe(t);
 		if (!sqe) {
-			io_buf_free(t, p->buf);
+			if (!p->direct)
+				io_buf_free(t, p->buf);
 			free(p);
 			return -EBUSY;
 		}
@@ -1226,12 +1231,12 @@ static void piece_done(struct eng_target *t, struct piece *p, int res)
 
 	if (res < 0) {
 		rc = res;
-	} else if ((size_t)res < p->first_len) {
+	} else if ((size_t)res < p->check_len) {
 		rc = -EIO;
 	} else {
 		for (uint32_t i = 0; i < p->nchunk; i++) {
 			uint32_t s = i * ENG_CSUM_CHUNK;
-			uint32_t cl = p->first_len - s < ENG_CSUM_CHUNK ? p->first_len - s : ENG_CSUM_CHUNK;
+			uint32_t cl = p->check_len - s < ENG_CSUM_CHUNK ? p->check_len - s : ENG_CSUM_CHUNK;
 
 			if (eng_crc32c(0, p->buf + s, cl) != p->crc[i]) {
 				rc = -LODE_ECSUM;
@@ -1239,13 +1244,14 @@ static void piece_done(struct eng_target *t, struct piece *p, int res)
 			}
 		}
 	}
-	if (rc == 0)
+	if (rc == 0 && !p->direct)
 		memcpy(p->dst, p->buf + p->skip, p->copy);
-	else
+	else if (rc < 0)
 		memset(p->dst, 0, p->copy); /* never hand out unchecked bytes */
 	if (rc < 0 && (o->rc == 0 || rc == -LODE_ECSUM))
 		o->rc = rc;
-	io_buf_free(t, p->buf);
+	if (!p->direct)
+		io_buf_free(t, p->buf);
 	free(p);
 	if (--o->reads == 0) {
 		reads_unlink(t, o);
@@ -2786,6 +2792,8 @@ int eng_tgt_stats(struct eng_target *t, struct eng_stats *st)
 	st->index_bytes = bt_bytes(t->index) + t->rec_bytes + newest_bytes(&t->newest);
 	st->extent_used = t->space.used * ENG_BLOCK;
 	st->extent_cap = t->space.cap;
+	st->direct_io = t->space.direct;
+	st->registered_bufs = t->arena_registered;
 	st->wal_used = t->wal_off;
 	return 0;
 }

@@ -1794,6 +1794,93 @@ static void test_async_many(void **state)
 	free(ops);
 }
 
+/*
+ * Callbacks may queue new operations: chains in which each completion
+ * queues the next update (or fetch) of its chain.
+ */
+struct chain {
+	struct eng_target *t;
+	const struct lode_uuid *cont;
+	unsigned n, next, done, err_count;
+	bool fetching;
+	int first_err;
+	uint8_t **bufs;
+	uint32_t *lens;
+};
+
+static void chain_issue(struct chain *c);
+
+static void chain_cb(void *arg, int rc)
+{
+	struct chain *c = arg;
+
+	c->done++;
+	if (rc != 0 && !c->err_count++)
+		c->first_err = rc;
+	if (c->next < c->n)
+		chain_issue(c);
+}
+
+static void chain_issue(struct chain *c)
+{
+	unsigned i = c->next++;
+	char akey[16];
+	struct eng_key k;
+	int rc;
+
+	snprintf(akey, sizeof(akey), "c%u", i);
+	k = tu_key(c->cont, tu_oid(i % 4), "chain", akey);
+	if (c->fetching)
+		rc = eng_sv_fetch(c->t, &k, LODE_EPOCH_MAX, c->bufs[i], c->lens[i] + 8, &c->lens[i],
+				  chain_cb, c);
+	else
+		rc = eng_sv_update(c->t, &k, 1 + i, c->bufs[i], c->lens[i], chain_cb, c);
+	if (rc != 0) {
+		c->done++; /* never coming */
+		if (!c->err_count++)
+			c->first_err = rc;
+	}
+}
+
+static void test_async_chain(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	enum { N = 600, WIDTH = 5 };
+	struct chain c = {.t = f->tgt, .cont = &f->cont, .n = N};
+
+	c.bufs = calloc(N, sizeof(*c.bufs));
+	c.lens = calloc(N, sizeof(*c.lens));
+	assert_true(c.bufs && c.lens);
+	for (unsigned i = 0; i < N; i++) {
+		c.lens[i] = i % 2 ? 1 + i % 64 : 100 + i * 17;
+		c.bufs[i] = xmalloc(c.lens[i] + 8);
+		tu_pat_fill(c.bufs[i], c.lens[i], 5000 + i, 0);
+	}
+	for (int phase = 0; phase < 2; phase++) {
+		c.fetching = phase == 1;
+		c.next = c.done = c.err_count = 0;
+		if (c.fetching)
+			for (unsigned i = 0; i < N; i++)
+				memset(c.bufs[i], 0, c.lens[i] + 8);
+		for (unsigned w = 0; w < WIDTH; w++)
+			chain_issue(&c);
+		aop_drain(f->tgt, &c.done, N, 0);
+		if (c.err_count)
+			fail_msg("%s chain: %u failed, first with %d (%s)",
+				 c.fetching ? "fetch" : "update", c.err_count, c.first_err,
+				 lode_strerror(c.first_err));
+		assert_int_equal(c.done, N);
+		assert_int_equal(eng_inflight(f->tgt), 0);
+	}
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(c.lens[i], i % 2 ? 1 + i % 64 : 100 + i * 17);
+		assert_int_equal(tu_pat_check(c.bufs[i], c.lens[i], 5000 + i, 0), -1);
+		free(c.bufs[i]);
+	}
+	free(c.bufs);
+	free(c.lens);
+}
+
 /* Registered buffers work as update sources and fetch destinations. */
 static void test_buf_alloc(void **state)
 {
@@ -2058,6 +2145,7 @@ int main(void)
 		TU_BOTH_MODES(test_enum_akeys),
 		TU_BOTH_MODES(test_enum_resume),
 		TU_BOTH_MODES(test_async_many),
+		TU_BOTH_MODES(test_async_chain),
 		TU_BOTH_MODES(test_buf_alloc),
 		TU_BOTH_MODES(test_inline_and_stats),
 		TU_BOTH_MODES(test_threads),

@@ -311,7 +311,7 @@ static void test_model_data(void **state)
 				      .reopen = 1};
 	struct tu_fix *f = *state;
 
-	run_model(f, f->mode == ENG_MODE_RAM ? 1001 : 2002, 30000, &mx);
+	run_model(f, f->mode == ENG_MODE_RAM ? 1001 : 2002, 25000, &mx);
 }
 
 /* Punches, snapshots, aggregation and reopening much more often. */
@@ -323,7 +323,7 @@ static void test_model_maintenance(void **state)
 				      .reopen = 5};
 	struct tu_fix *f = *state;
 
-	run_model(f, f->mode == ENG_MODE_RAM ? 3003 : 4004, 12000, &mx);
+	run_model(f, f->mode == ENG_MODE_RAM ? 3003 : 4004, 10000, &mx);
 }
 
 int main(void)

@@ -228,10 +228,10 @@ static int cmd_status(struct eng_target *t, const char *dir, int json)
 	eng_tgt_stats(t, &st);
 	if (json) {
 		printf("{\"path\":\"%s\",\"containers\":%d,\"records\":%llu,\"index_bytes\":%llu,"
-		       "\"extent_used\":%llu,\"extent_capacity\":%llu,\"wal_used\":%llu}\n",
+		       "\"extent_used\":%llu,\"extent_capacity\":%llu,\"wal_used\":%llu,\"direct_io\":%s}\n",
 		       dir, n, (unsigned long long)st.records, (unsigned long long)st.index_bytes,
 		       (unsigned long long)st.extent_used, (unsigned long long)st.extent_cap,
-		       (unsigned long long)st.wal_used);
+		       (unsigned long long)st.wal_used, st.direct_io ? "true" : "false");
 		return 0;
 	}
 	printf("target      %s\n", dir);
@@ -241,6 +241,9 @@ static int cmd_status(struct eng_target *t, const char *dir, int json)
 	printf("extents     %.1f MiB used of %.1f MiB\n", (double)st.extent_used / (1 << 20),
 	       (double)st.extent_cap / (1 << 20));
 	printf("log         %.1f MiB since the last checkpoint\n", (double)st.wal_used / (1 << 20));
+	printf("extent I/O  %s\n", st.direct_io ? (st.registered_bufs ? "O_DIRECT via io_uring, registered buffers"
+								  : "O_DIRECT via io_uring")
+					   : "buffered (RAM mode, or the file system refuses O_DIRECT)");
 	return 0;
 }
 
