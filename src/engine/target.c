@@ -2135,11 +2135,226 @@ static int agg_akey(struct rec **v, size_t n, uint32_t plen, const lode_epoch_t 
 	return rc;
 }
 
+/*
+ * Merging, the first pass of aggregation. For each byte array, the versions
+ * newer than the newest snapshot (and <= hi) are seen by no reader but hi
+ * and the latest, so their combined view at hi can be written as fresh
+ * extents at the newest of their epochs: every reader sees the same bytes,
+ * and the second pass then finds the originals fully shadowed and frees them,
+ * partly shadowed ones included. Runs only where it reduces the number of
+ * extents or the bytes they hold; a version that fails its checksum is left
+ * alone rather than copied.
+ */
+#define MERGE_MAX (1u << 20) /* longest extent merging writes */
+
+struct merge {
+	struct eng_target *t;
+	const struct lode_uuid *cont;
+	lode_epoch_t smax;  /* newest snapshot, 0 if none */
+	void **bufs;        /* data of queued merged extents, freed after drain */
+	size_t nbufs;
+	int rc;             /* first hard error */
+	bool stop;          /* out of space: merge nothing more */
+};
+
+struct frag {
+	const struct rec *r;
+	uint64_t lo, hi;
+};
+
+struct frags {
+	struct frag *v;
+	size_t n, cap;
+};
+
+static int frag_add(void *ctx, const struct rec *r, uint64_t lo, uint64_t hi)
+{
+	struct frags *f = ctx;
+
+	if (r->type != REC_ARR)
+		return 0; /* a range punch stays a hole */
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		void *v = realloc(f->v, cap * sizeof(*f->v));
+
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	f->v[f->n].r = r;
+	f->v[f->n].lo = lo;
+	f->v[f->n].hi = hi;
+	f->n++;
+	return 0;
+}
+
+static int frag_cmp(const void *a, const void *b)
+{
+	const struct frag *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Copy array bytes [lo, hi) of r to dst, checked against r's checksums. */
+static int extent_copy(struct eng_target *t, const struct rec *r, uint64_t lo, uint64_t hi,
+		       uint8_t *dst)
+{
+	uint64_t xoff = lo - r->off, n = hi - lo;
+	uint32_t c0 = (uint32_t)(xoff / ENG_CSUM_CHUNK);
+	uint32_t c1 = (uint32_t)((xoff + n + ENG_CSUM_CHUNK - 1) / ENG_CSUM_CHUNK);
+	uint64_t start = (uint64_t)c0 * ENG_CSUM_CHUNK;
+	uint64_t end = (uint64_t)c1 * ENG_CSUM_CHUNK < r->len ? (uint64_t)c1 * ENG_CSUM_CHUNK : r->len;
+	size_t blen = blocks_of(end - start) * ENG_BLOCK;
+	uint8_t *buf;
+	int rc = 0;
+
+	if ((r->flags & REC_F_INLINE) || t->space.ram) {
+		const uint8_t *d = (r->flags & REC_F_INLINE) ? r->key + r->klen : t->space.map + r->loc;
+
+		if ((r->flags & REC_F_INLINE) ? eng_crc32c(0, d, r->len) != r->crc
+					       : !chunks_ok(r, d + start, c0, c1))
+			return -LODE_ECSUM;
+		memcpy(dst, d + xoff, n);
+		return 0;
+	}
+	if (posix_memalign((void **)&buf, ENG_BLOCK, blen) != 0)
+		return -ENOMEM;
+	if (pread(t->space.fd, buf, blen, (off_t)(r->loc + start)) != (ssize_t)blen)
+		rc = -EIO;
+	else if (!chunks_ok(r, buf, c0, c1))
+		rc = -LODE_ECSUM;
+	else
+		memcpy(dst, buf + (xoff - start), n);
+	free(buf);
+	return rc;
+}
+
+static void merge_cb(void *arg, int rc)
+{
+	struct merge *m = arg;
+
+	if (rc < 0 && rc != -ENOSPC && m->rc == 0)
+		m->rc = rc;
+}
+
+/* Write one merged extent covering [lo, hi) of the view in f. */
+static int merge_write(struct merge *m, const struct rec *any, uint32_t plen, lode_epoch_t e,
+		       const struct frags *f, size_t from, uint64_t lo, uint64_t hi)
+{
+	struct eng_key k = {.cont = m->cont};
+	uint32_t dlen = be16(any->key + OBJ_PFX);
+	void **bufs = realloc(m->bufs, (m->nbufs + 1) * sizeof(*bufs));
+	uint8_t *buf;
+	int rc = 0;
+
+	if (!bufs)
+		return -ENOMEM;
+	m->bufs = bufs;
+	if (posix_memalign((void **)&buf, ENG_BLOCK, blocks_of(hi - lo) * ENG_BLOCK) != 0)
+		return -ENOMEM;
+	m->bufs[m->nbufs++] = buf;
+	for (size_t i = from; i < f->n && f->v[i].lo < hi && rc == 0; i++) {
+		uint64_t a = f->v[i].lo > lo ? f->v[i].lo : lo, b = f->v[i].hi < hi ? f->v[i].hi : hi;
+
+		if (a < b)
+			rc = extent_copy(m->t, f->v[i].r, a, b, buf + (a - lo));
+	}
+	if (rc < 0)
+		return rc;
+	k.oid.hi = be64(any->key + 4);
+	k.oid.lo = be64(any->key + 12);
+	k.dkey = any->key + OBJ_PFX + 2;
+	k.dkey_len = dlen;
+	k.akey = any->key + OBJ_PFX + 2 + dlen + 2;
+	k.akey_len = plen - (OBJ_PFX + 2 + dlen + 2);
+	return update(m->t, &k, e, REC_ARR, lo, buf, (uint32_t)(hi - lo), merge_cb, m);
+}
+
+static int merge_akey(struct merge *m, struct rec **v, size_t n, uint32_t plen, lode_epoch_t hi,
+		      const lode_epoch_t *up, size_t nup)
+{
+	struct frags f = {0};
+	struct gaps g = {0};
+	lode_epoch_t bar = 0, emax = 0;
+	uint64_t bytes = 0, visible = 0;
+	size_t nm = 0, made = 0;
+	int rc;
+
+	if (m->stop || n < 2 || v[0]->type == REC_SV)
+		return 0;
+	for (size_t j = 0; j < nup; j++)
+		if (up[j] <= hi && up[j] > bar)
+			bar = up[j];
+	rc = gaps_add(&g, 0, UINT64_MAX);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		lode_epoch_t e = rec_epoch_at(v[i], plen);
+
+		if (e > hi)
+			continue;
+		if (e <= m->smax || e <= bar || v[i]->type == REC_PUNCH || v[i]->type == REC_SV)
+			break;
+		if (v[i]->type == REC_ARR) {
+			nm++;
+			bytes += v[i]->len;
+			if (e > emax)
+				emax = e;
+		}
+		if (g.n)
+			rc = gaps_cover(&g, v[i], v[i]->off,
+					v[i]->off + (v[i]->type == REC_ARR ? v[i]->len : v[i]->loc) < v[i]->off
+						? UINT64_MAX
+						: v[i]->off + (v[i]->type == REC_ARR ? v[i]->len : v[i]->loc),
+					frag_add, &f);
+	}
+	free(g.v);
+	if (rc < 0 || nm == 0) {
+		free(f.v);
+		return rc;
+	}
+	qsort(f.v, f.n, sizeof(*f.v), frag_cmp);
+	for (size_t i = 0, j; i < f.n; i = j) {
+		for (j = i + 1; j < f.n && f.v[j].lo == f.v[j - 1].hi; j++)
+			;
+		made += (size_t)((f.v[j - 1].hi - f.v[i].lo + MERGE_MAX - 1) / MERGE_MAX);
+		for (size_t x = i; x < j; x++)
+			visible += f.v[x].hi - f.v[x].lo;
+	}
+	/* Worth it only if it leaves fewer extents or frees shadowed bytes. */
+	if (made >= nm && visible == bytes) {
+		free(f.v);
+		return 0; /* nothing to gain */
+	}
+	for (size_t i = 0; i < f.n && rc == 0;) {
+		size_t j = i + 1;
+		uint64_t lo = f.v[i].lo, end;
+
+		while (j < f.n && f.v[j].lo == f.v[j - 1].hi)
+			j++;
+		end = f.v[j - 1].hi;
+		for (uint64_t p = lo; p < end && rc == 0; p += MERGE_MAX) {
+			uint64_t q = end - p < MERGE_MAX ? end : p + MERGE_MAX;
+
+			rc = merge_write(m, v[0], plen, emax, &f, i, p, q);
+		}
+		i = j;
+	}
+	free(f.v);
+	if (rc == -ENOSPC || rc == -LODE_ECSUM) {
+		/* Optional work: without space, or with a damaged version,
+		 * leave this akey as it is and let aggregation go on. */
+		m->stop = rc == -ENOSPC;
+		return 0;
+	}
+	return rc;
+}
+
 /* The records of one object, with what aggregation decided for each. */
 struct agg_obj {
 	struct rec **v;
 	bool *keep;
 	size_t n, cap;
+	struct merge *m; /* set in the merging pass */
 };
 
 static int agg_collect(struct eng_target *t, struct agg_obj *a, struct rec *r, const struct kb *opfx,
@@ -2211,7 +2426,8 @@ static int agg_decide(struct agg_obj *a, const lode_epoch_t *rd, unsigned nr, lo
 
 			while (i < a->n && a->v[i]->klen >= plen + 8 && same_pfx(a->v[i], a->v[s], plen))
 				i++;
-			rc = agg_akey(a->v + s, i - s, plen, rd, nr, hi, up, nup, a->keep + s);
+			rc = a->m ? merge_akey(a->m, a->v + s, i - s, plen, hi, up, nup)
+				  : agg_akey(a->v + s, i - s, plen, rd, nr, hi, up, nup, a->keep + s);
 			if (rc < 0)
 				return rc;
 			for (size_t j = s; j < i; j++) {
@@ -2239,6 +2455,42 @@ static int agg_decide(struct agg_obj *a, const lode_epoch_t *rd, unsigned nr, lo
 		a->keep[j] = p > hi || obj_min <= p;
 	}
 	return 0;
+}
+
+/* The merging pass over every object of the container; waits for its writes. */
+static int agg_merge(struct eng_target *t, const struct lode_uuid *cont, uint32_t cidx,
+		     struct agg_obj *a, const lode_epoch_t *snaps, unsigned nsnap, lode_epoch_t hi)
+{
+	struct merge m = {.t = t, .cont = cont};
+	struct kb pfx, opfx;
+	struct bt_cur c;
+	struct rec *r;
+	int rc = 0, drc;
+
+	for (unsigned i = 0; i < nsnap; i++)
+		if (snaps[i] > m.smax)
+			m.smax = snaps[i];
+	a->m = &m;
+	pfx.len = 0;
+	kb_u32(&pfx, cidx);
+	/* The writes are queued, not acknowledged, until drain(): the index
+	 * does not change under the cursor. */
+	r = bt_seek(t->index, &c, pfx.b, pfx.len);
+	while (rc == 0 && has_prefix(r, &pfx)) {
+		opfx.len = OBJ_PFX;
+		memcpy(opfx.b, r->key, OBJ_PFX);
+		rc = agg_collect(t, a, r, &opfx, &c);
+		if (rc == 0)
+			rc = agg_decide(a, snaps, 0, hi);
+		kb_skip(&opfx);
+		r = bt_seek(t->index, &c, opfx.b, opfx.len);
+	}
+	a->m = NULL;
+	drc = drain(t);
+	for (size_t i = 0; i < m.nbufs; i++)
+		free(m.bufs[i]);
+	free(m.bufs);
+	return rc < 0 ? rc : drc < 0 ? drc : m.rc;
 }
 
 int eng_aggregate(struct eng_target *t, const struct lode_uuid *cont, lode_epoch_t hi)
@@ -2276,6 +2528,14 @@ int eng_aggregate(struct eng_target *t, const struct lode_uuid *cont, lode_epoch
 	eng_snap_list(t, cont, rd, (unsigned)nsnap);
 	rd[nsnap] = hi;
 	rd[nsnap + 1] = LODE_EPOCH_MAX;
+	rc = agg_merge(t, cont, cidx, &a, rd, (unsigned)nsnap, hi);
+	if (rc < 0) {
+		free(a.v);
+		free(a.keep);
+		free(rd);
+		free(o);
+		return rc;
+	}
 	before = t->wal.len;
 	pfx.len = 0;
 	kb_u32(&pfx, cidx);

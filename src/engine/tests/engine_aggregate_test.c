@@ -1,0 +1,212 @@
+/*
+ * Aggregation of byte arrays: versions only the latest can see are merged
+ * into fresh extents, so the shadowed parts of partly overwritten extents
+ * are freed; what snapshots see is left exactly as it was; merging twice
+ * changes nothing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/engine.h"
+
+#define MIB (1u << 20)
+#define KIB (1u << 10)
+
+struct fix {
+	char path[256];
+	struct eng_tgt_opts o;
+	struct eng_target *t;
+	struct lode_uuid cont;
+	struct eng_key k;
+	uint8_t *a, *b, *got;
+};
+
+static int setup(void **state, enum eng_mode mode)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	const char *tmp = getenv("LODE_TEST_TMP");
+	char cmd[600];
+
+	assert_non_null(f);
+	snprintf(f->path, sizeof(f->path), "%s/lode-agg-%d-%d", mode == ENG_MODE_RAM ? "/dev/shm" : tmp ? tmp : "/tmp",
+		 (int)getpid(), (int)mode);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && rm -rf '%s'", f->path, f->path);
+	assert_int_equal(system(cmd), 0);
+	f->o.path = f->path;
+	f->o.mode = mode;
+	assert_int_equal(eng_tgt_open(&f->o, &f->t), 0);
+	memcpy(f->cont.b, "agg", 3);
+	assert_int_equal(eng_cont_create(f->t, &f->cont), 0);
+	f->k = (struct eng_key){.cont = &f->cont, .oid = lode_oid_make(LODE_OT_ARRAY, 0, 0, 7),
+				.dkey = "chunk0", .dkey_len = 6, .akey = "data", .akey_len = 4};
+	f->a = malloc(MIB);
+	f->b = malloc(MIB);
+	f->got = malloc(MIB);
+	assert_true(f->a && f->b && f->got);
+	for (uint32_t i = 0; i < MIB; i++) {
+		f->a[i] = (uint8_t)(i * 31 + 7);
+		f->b[i] = (uint8_t)(i * 17 + 101);
+	}
+	*state = f;
+	return 0;
+}
+
+static int setup_ram(void **state)
+{
+	return setup(state, ENG_MODE_RAM);
+}
+
+static int setup_disk(void **state)
+{
+	return setup(state, ENG_MODE_DISK);
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	char cmd[600];
+
+	if (f->t)
+		eng_tgt_close(f->t);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", f->path);
+	free(f->a);
+	free(f->b);
+	free(f->got);
+	free(f);
+	return 0;
+}
+
+static uint64_t used(struct fix *f)
+{
+	struct eng_stats st;
+
+	assert_int_equal(eng_tgt_stats(f->t, &st), 0);
+	return st.extent_used;
+}
+
+static uint64_t records(struct fix *f)
+{
+	struct eng_stats st;
+
+	assert_int_equal(eng_tgt_stats(f->t, &st), 0);
+	return st.records;
+}
+
+/* [0, 1M) of A at epoch 1, then B over [4K, 8K) at epoch 2. */
+static void write_overlap(struct fix *f)
+{
+	assert_int_equal(eng_arr_update(f->t, &f->k, 1, 0, f->a, MIB, NULL, NULL), 0);
+	assert_int_equal(eng_arr_update(f->t, &f->k, 2, 4 * KIB, f->b + 4 * KIB, 4 * KIB, NULL, NULL), 0);
+}
+
+static void check_mixed(struct fix *f, lode_epoch_t e)
+{
+	memset(f->got, 0xee, MIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, e, 0, f->got, MIB, NULL, NULL), 0);
+	assert_memory_equal(f->got, f->a, 4 * KIB);
+	assert_memory_equal(f->got + 4 * KIB, f->b + 4 * KIB, 4 * KIB);
+	assert_memory_equal(f->got + 8 * KIB, f->a + 8 * KIB, MIB - 8 * KIB);
+}
+
+static void test_partial_overwrite_is_merged(void **state)
+{
+	struct fix *f = *state;
+	uint64_t recs;
+
+	write_overlap(f);
+	assert_int_equal(used(f), MIB + 4 * KIB);
+	assert_int_equal(eng_aggregate(f->t, &f->cont, LODE_EPOCH_MAX), 0);
+	/* one merged 1 MiB extent; the shadowed 4 KiB of the first is gone */
+	assert_int_equal(used(f), MIB);
+	check_mixed(f, LODE_EPOCH_MAX);
+	check_mixed(f, 2);
+	/* aggregating again finds nothing to gain */
+	recs = records(f);
+	assert_int_equal(eng_aggregate(f->t, &f->cont, LODE_EPOCH_MAX), 0);
+	assert_int_equal(used(f), MIB);
+	assert_int_equal(records(f), recs);
+	/* and it all survives a restart */
+	assert_int_equal(eng_tgt_close(f->t), 0);
+	f->t = NULL;
+	assert_int_equal(eng_tgt_open(&f->o, &f->t), 0);
+	assert_int_equal(used(f), MIB);
+	check_mixed(f, LODE_EPOCH_MAX);
+}
+
+static void test_snapshot_view_is_kept(void **state)
+{
+	struct fix *f = *state;
+
+	assert_int_equal(eng_arr_update(f->t, &f->k, 1, 0, f->a, MIB, NULL, NULL), 0);
+	assert_int_equal(eng_snap_create(f->t, &f->cont, 1), 0);
+	assert_int_equal(eng_arr_update(f->t, &f->k, 2, 4 * KIB, f->b + 4 * KIB, 4 * KIB, NULL, NULL), 0);
+	assert_int_equal(eng_aggregate(f->t, &f->cont, LODE_EPOCH_MAX), 0);
+	/* the snapshot needs all of epoch 1: nothing can go */
+	assert_int_equal(used(f), MIB + 4 * KIB);
+	memset(f->got, 0, MIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, 1, 0, f->got, MIB, NULL, NULL), 0);
+	assert_memory_equal(f->got, f->a, MIB);
+	check_mixed(f, LODE_EPOCH_MAX);
+	/* once the snapshot is gone, the merge happens */
+	assert_int_equal(eng_snap_destroy(f->t, &f->cont, 1), 0);
+	assert_int_equal(eng_aggregate(f->t, &f->cont, LODE_EPOCH_MAX), 0);
+	assert_int_equal(used(f), MIB);
+	check_mixed(f, LODE_EPOCH_MAX);
+}
+
+static void test_punched_hole_stays_a_hole(void **state)
+{
+	struct fix *f = *state;
+
+	assert_int_equal(eng_arr_update(f->t, &f->k, 1, 0, f->a, MIB, NULL, NULL), 0);
+	assert_int_equal(eng_arr_punch(f->t, &f->k, 2, 256 * KIB, 256 * KIB, NULL, NULL), 0);
+	assert_int_equal(eng_aggregate(f->t, &f->cont, LODE_EPOCH_MAX), 0);
+	/* two merged extents around the hole: 768 KiB kept */
+	assert_int_equal(used(f), 768 * KIB);
+	memset(f->got, 0xee, MIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, LODE_EPOCH_MAX, 0, f->got, MIB, NULL, NULL), 0);
+	assert_memory_equal(f->got, f->a, 256 * KIB);
+	for (uint32_t i = 256 * KIB; i < 512 * KIB; i++)
+		assert_int_equal(f->got[i], 0);
+	assert_memory_equal(f->got + 512 * KIB, f->a + 512 * KIB, 512 * KIB);
+}
+
+static void test_hi_bound_leaves_newer_alone(void **state)
+{
+	struct fix *f = *state;
+
+	write_overlap(f);
+	/* hi = 1: only epoch 1 is history; epoch 2 is newer than the bound */
+	assert_int_equal(eng_aggregate(f->t, &f->cont, 1), 0);
+	assert_int_equal(used(f), MIB + 4 * KIB);
+	check_mixed(f, LODE_EPOCH_MAX);
+	memset(f->got, 0, MIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, 1, 0, f->got, MIB, NULL, NULL), 0);
+	assert_memory_equal(f->got, f->a, MIB);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_partial_overwrite_is_merged, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_partial_overwrite_is_merged, setup_disk, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_view_is_kept, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot_view_is_kept, setup_disk, teardown),
+		cmocka_unit_test_setup_teardown(test_punched_hole_stays_a_hole, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_punched_hole_stays_a_hole, setup_disk, teardown),
+		cmocka_unit_test_setup_teardown(test_hi_bound_leaves_newer_alone, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_hi_bound_leaves_newer_alone, setup_disk, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
