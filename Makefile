@@ -4,6 +4,7 @@
 #   make down     stop what `make up` started
 #   make test     install what is missing, build with ASan+UBSan, run the suite
 #   make bench    build and run the engine benchmark
+MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 BUILD := build
 ASAN := build/asan

@@ -2804,6 +2804,8 @@ static int gen_bump(struct eng_target *t, uint32_t seen)
 
 	if (rc < 0)
 		return rc;
+	bool created = access(path, F_OK) != 0;
+
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -2816,6 +2818,8 @@ static int gen_bump(struct eng_target *t, uint32_t seen)
 	if (rc == 0 && t->mode == ENG_MODE_DISK && fdatasync(fd) < 0)
 		rc = -errno;
 	close(fd);
+	if (rc == 0 && created)
+		rc = sync_dir(t); /* the generation rule needs the file to survive */
 	return rc;
 }
 
