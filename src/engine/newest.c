@@ -45,10 +45,10 @@ uint32_t newest_pfx_len(const struct rec *r)
 {
 	switch (r->type) {
 	case REC_SV:
-		return r->klen - 8;
+		return r->klen > 8 ? r->klen - 8u : 0;
 	case REC_ARR:
 	case REC_ARR_PUNCH:
-		return r->klen - 16;
+		return r->klen > 16 ? r->klen - 16u : 0;
 	case REC_PUNCH: {
 		/* only akey punches: object and dkey punches have an empty key field */
 		uint32_t dlen, alen;

@@ -121,6 +121,54 @@ static lode_epoch_t rec_epoch_at(const struct rec *r, uint32_t pos)
 	return ~be64(r->key + pos);
 }
 
+/*
+ * Does a record read back from the log or a checkpoint follow the key
+ * grammar of its type? Recovery refuses a record that does not: its bytes
+ * passed their checksum, so only a bug or tampering can have made it, and
+ * nothing downstream should have to second-guess the index.
+ */
+static bool rec_valid(const struct rec *r)
+{
+	uint32_t n = r->klen, dlen, alen, tail;
+
+	if (r->type == REC_CONT)
+		return n == 5 + 16 && be64(r->key) >> 32 == 0 && r->key[4] == 'C' && r->off &&
+		       r->off <= UINT32_MAX;
+	if (r->type == REC_SNAP)
+		return n == 5 + 4 + 8 && be64(r->key) >> 32 == 0 && r->key[4] == 'S';
+	if (n < OBJ_PFX + 2 + 8 || (be64(r->key) >> 32) == 0)
+		return false; /* object records live in a container (cidx != 0) */
+	dlen = be16(r->key + OBJ_PFX);
+	if (dlen == 0) /* object punch */
+		return r->type == REC_PUNCH && n == OBJ_PFX + 2 + 8;
+	if (dlen > LODE_KEY_MAX || n < OBJ_PFX + 2 + dlen + 2 + 8)
+		return false;
+	alen = be16(r->key + OBJ_PFX + 2 + dlen);
+	if (alen == 0) /* dkey punch */
+		return r->type == REC_PUNCH && n == OBJ_PFX + 2 + dlen + 2 + 8;
+	if (alen > LODE_KEY_MAX)
+		return false;
+	tail = n - (OBJ_PFX + 2 + dlen + 2 + alen);
+	switch (r->type) {
+	case REC_SV:
+	case REC_PUNCH:
+		if (tail != 8)
+			return false;
+		break;
+	case REC_ARR:
+	case REC_ARR_PUNCH:
+		if (tail != 16 || (r->type == REC_ARR && r->len == 0) ||
+		    r->off + (r->type == REC_ARR ? r->len : r->loc) < r->off)
+			return false;
+		break;
+	default:
+		return false;
+	}
+	if (r->type == REC_SV || r->type == REC_ARR)
+		return r->len <= LODE_IO_MAX && ((r->flags & REC_F_INLINE) || r->loc % ENG_BLOCK == 0);
+	return true;
+}
+
 /* ---- the target ---------------------------------------------------------- */
 
 struct cont_ent {
@@ -1170,10 +1218,23 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		return 0;
 	}
 	if (t->space.ram) {
+		/* Check and copy one chunk at a time, so the copy reads what the
+		 * check just brought into the cache. */
+		uint64_t pos = xoff, end = xoff + n;
+
 		src = t->space.map + r->loc;
-		if (!chunks_ok(r, src + (size_t)c0 * ENG_CSUM_CHUNK, c0, c1))
-			return -LODE_ECSUM;
-		memcpy(dst, src + xoff, n);
+		for (uint32_t i = c0; i < c1; i++) {
+			uint64_t cs = (uint64_t)i * ENG_CSUM_CHUNK;
+			uint32_t cl = r->len - cs < ENG_CSUM_CHUNK ? (uint32_t)(r->len - cs) : ENG_CSUM_CHUNK;
+			uint64_t ce = cs + cl < end ? cs + cl : end;
+
+			if (eng_crc32c(0, src + cs, cl) != rec_chunk_crc(r, i)) {
+				memset(dst, 0, pos - xoff); /* take back what was given */
+				return -LODE_ECSUM;
+			}
+			memcpy(dst + (pos - xoff), src + pos, ce - pos);
+			pos = ce;
+		}
 		return 0;
 	}
 	{
@@ -2312,7 +2373,8 @@ static int merge_akey(struct merge *m, struct rec **v, size_t n, uint32_t plen, 
 		free(f.v);
 		return rc;
 	}
-	qsort(f.v, f.n, sizeof(*f.v), frag_cmp);
+	if (f.n > 1)
+		qsort(f.v, f.n, sizeof(*f.v), frag_cmp);
 	for (size_t i = 0, j; i < f.n; i = j) {
 		for (j = i + 1; j < f.n && f.v[j].lo == f.v[j - 1].hi; j++)
 			;
@@ -2685,6 +2747,10 @@ static int load_ckpt(struct eng_target *t, uint32_t *gen)
 			rc = -ENOMEM;
 			goto out;
 		}
+		if (!rec_valid(r)) {
+			free(r);
+			goto corrupt;
+		}
 		rc = recover_put(t, r);
 		if (rc < 0)
 			goto out;
@@ -2766,6 +2832,11 @@ static int replay(struct eng_target *t, uint32_t gen, uint32_t *max_gen)
 			r = wal_view_rec(&v);
 			if (!r) {
 				rc = -ENOMEM;
+				goto out;
+			}
+			if (!rec_valid(r)) {
+				free(r);
+				rc = -LODE_ECORRUPT;
 				goto out;
 			}
 			/* Above the mark, the group may not have finished its

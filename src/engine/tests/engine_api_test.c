@@ -1,9 +1,12 @@
 /*
  * The engine's API against its contract in engine.h: every documented error
  * code for bad arguments, then the semantics (single values, byte arrays,
- * epochs, punches, snapshots, aggregation, containers, enumeration,
- * asynchronous completion, persistence across close and open), each run on
- * a RAM-mode and a disk-mode target.
+ * epochs, punches, snapshots, aggregation, containers, enumeration and
+ * resumable anchors, asynchronous completion and callbacks that queue more
+ * work, buffers never written past their end, targets on several threads,
+ * persistence across close and open), each run on a RAM-mode and a
+ * disk-mode target. Expected values of the richer cases come from the
+ * reference model in test_util.c.
  */
 #include "test_util.h"
 
@@ -674,6 +677,66 @@ static void test_fetch_small_buffer(void **state)
 	}
 }
 
+/*
+ * Fetches write nothing outside [buf, buf + cap): checked with page-aligned
+ * buffers (where a disk read may land directly) followed by guard bytes.
+ */
+static void test_fetch_guard(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	static const uint32_t sizes[] = {100, 4095, 4096, 4097, 5000, 8192, 32768, 32769, 65536};
+	enum { GUARD = 8192 };
+
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t n = sizes[i], got = 0;
+		char akey[16];
+		struct eng_key k, ka;
+		uint8_t *b = NULL;
+
+		snprintf(akey, sizeof(akey), "g%u", i);
+		k = tu_key(&f->cont, tu_oid(7), "sv", akey);
+		ka = tu_key(&f->cont, tu_oid(7), "arr", akey);
+		sv_put(f->tgt, &k, 5, n, 300 + i);
+		b = xmalloc(n + GUARD);
+		tu_pat_fill(b, n + GUARD, 400 + i, 0);
+		assert_int_equal(eng_arr_update(f->tgt, &ka, 5, 0, b, n + GUARD, NULL, NULL), 0);
+		free(b);
+		assert_int_equal(posix_memalign((void **)&b, 4096, n + GUARD), 0);
+		for (int round = 0; round < 2; round++) {
+			for (int way = 0; way < 4; way++) {
+				int rc;
+
+				memset(b, 0xee, n + GUARD);
+				switch (way) {
+				case 0:
+					rc = eng_sv_fetch(f->tgt, &k, 5, b, n, &got, NULL, NULL);
+					break;
+				case 1:
+					rc = tu_sv_fetch_wait(f->tgt, &k, 5, b, n, &got);
+					break;
+				case 2:
+					rc = eng_arr_fetch(f->tgt, &ka, 5, 0, b, n, NULL, NULL);
+					break;
+				default:
+					rc = tu_arr_fetch_wait(f->tgt, &ka, 5, 4096, b, n);
+					break;
+				}
+				assert_int_equal(rc, 0);
+				assert_int_equal(tu_pat_check(b, n, way < 2 ? 300 + i : 400 + i,
+							      way == 3 ? 4096 : 0),
+						 -1);
+				for (uint32_t j = n; j < n + GUARD; j++)
+					if (b[j] != 0xee)
+						fail_msg("fetch %d of %u bytes wrote byte %u past the "
+							 "buffer",
+							 way, n, j);
+			}
+			tu_fix_reopen(f); /* and again with nothing cached */
+		}
+		free(b);
+	}
+}
+
 static void test_snap_errors(void **state)
 {
 	struct tu_fix *f = fixture(state);
@@ -1113,6 +1176,62 @@ static void test_aggregate(void **state)
 	tu_check_all(f->tgt, &c2, m2, now, 70000, ctx);
 	tu_model_free(m);
 	tu_model_free(m2);
+}
+
+/*
+ * Aggregation over punches of every kind: extents wholly or partly covered
+ * by range punches, punched akeys, dkeys and objects, with and without a
+ * snapshot that still sees what was punched.
+ */
+static void test_aggregate_punches(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	struct tu_model *m = tu_model_new(3, 2, 6);
+	lode_epoch_t e = 1;
+
+	fill_grid(f, m, 3, 2, 4, &e, 1); /* epochs 1..24 */
+	e = 30;
+	/* akey 5: single extents, one wholly punched, one punched at its head */
+	tu_do_arr(f->tgt, &f->cont, m, 0, 0, 5, e++, 0, 5000, 90, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 0, 0, 5, e++, 0, 5000, NULL);
+	tu_do_arr(f->tgt, &f->cont, m, 0, 1, 5, e++, 4096, 9000, 91, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 0, 1, 5, e++, 0, 8192, NULL);
+	tu_do_arr(f->tgt, &f->cont, m, 1, 0, 5, e++, 0, 5000, 92, NULL);
+	tu_do_arr(f->tgt, &f->cont, m, 1, 0, 5, e++, 0, 5000, 93, NULL); /* wholly shadowed */
+	/* aggregated with no snapshot to keep anything */
+	assert_int_equal(eng_aggregate(f->tgt, &f->cont, LODE_EPOCH_MAX), 0);
+	check_epochs(f, m, (lode_epoch_t[]){LODE_EPOCH_MAX}, 1, 21000, "single punched extents");
+	/* (0,0,1): one extent wholly punched, (0,0,3): both extents */
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 0, 0, 1, e++, 0, 1u << 20, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 0, 0, 3, e++, 0, 10000, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 0, 0, 3, e++, 20000, 100, NULL);
+	/* (0,1,1): partly punched, then overwritten in part */
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 0, 1, 1, e++, 500, 1000, NULL);
+	tu_do_arr(f->tgt, &f->cont, m, 0, 1, 1, e++, 700, 300, 77, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_AKEY, 0, 1, 0, e++, 0, 0, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_DKEY, 1, 0, 0, e++, 0, 0, NULL);
+	lode_epoch_t snap = e++;
+	assert_int_equal(eng_snap_create(f->tgt, &f->cont, snap), 0);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_OBJ, 2, 0, 0, e++, 0, 0, NULL);
+	tu_do_punch(f->tgt, &f->cont, m, TU_PUNCH_RANGE, 1, 1, 3, e++, 0, 1u << 20, NULL);
+	tu_do_arr(f->tgt, &f->cont, m, 1, 1, 3, e++, 5, 10, 78, NULL);
+
+	lode_epoch_t views[] = {snap, LODE_EPOCH_MAX};
+	check_epochs(f, m, views, 2, 21000, "punched, before aggregation");
+	settle(f->tgt);
+	struct eng_stats before = stats(f->tgt);
+	assert_int_equal(eng_aggregate(f->tgt, &f->cont, LODE_EPOCH_MAX), 0);
+	check_epochs(f, m, views, 2, 21000, "punched, aggregated");
+	tu_fix_reopen(f);
+	check_epochs(f, m, views, 2, 21000, "punched, aggregated, reopened");
+	assert_true(stats(f->tgt).records < before.records);
+	/* without the snapshot, the rest of what was punched goes too */
+	assert_int_equal(eng_snap_destroy(f->tgt, &f->cont, snap), 0);
+	assert_int_equal(eng_aggregate(f->tgt, &f->cont, LODE_EPOCH_MAX), 0);
+	check_epochs(f, m, views + 1, 1, 21000, "punched, aggregated without the snapshot");
+	tu_fix_reopen(f);
+	check_epochs(f, m, views + 1, 1, 21000, "punched, aggregated twice, reopened");
+	tu_model_free(m);
 }
 
 /* ==== containers ========================================================== */
@@ -2128,6 +2247,7 @@ int main(void)
 		TU_BOTH_MODES(test_etype),
 		TU_BOTH_MODES(test_enoent),
 		TU_BOTH_MODES(test_fetch_small_buffer),
+		TU_BOTH_MODES(test_fetch_guard),
 		TU_BOTH_MODES(test_snap_errors),
 		TU_BOTH_MODES(test_cont_errors),
 		TU_BOTH_MODES(test_sv_sizes),
@@ -2138,6 +2258,7 @@ int main(void)
 		TU_BOTH_MODES(test_punch_levels),
 		TU_BOTH_MODES(test_snapshots),
 		TU_BOTH_MODES(test_aggregate),
+		TU_BOTH_MODES(test_aggregate_punches),
 		TU_BOTH_MODES(test_containers),
 		TU_BOTH_MODES(test_key_bytes),
 		TU_BOTH_MODES(test_enum_objects),

@@ -160,22 +160,33 @@ static void sv_ok(struct tu_fix *f, const struct eng_key *k, lode_epoch_t e, uin
 	free(b);
 }
 
+/* Memory aligned to 4 KiB, where the engine may read straight from the device. */
+static void *aligned(size_t len)
+{
+	void *p = NULL;
+
+	assert_int_equal(posix_memalign(&p, 4096, (len + 4095) / 4096 * 4096), 0);
+	return p;
+}
+
 /*
  * Fetch a damaged single value every way: blocking into plain memory,
- * asynchronously into plain memory and into a registered buffer.
+ * asynchronously into plain memory, into a registered buffer and into
+ * page-aligned memory.
  */
 static void sv_expect_csum(struct tu_fix *f, const struct eng_key *k, lode_epoch_t e,
 			   uint32_t len, uint32_t bad, uint64_t seed)
 {
 	uint8_t *plain = malloc(len + 64);
 	uint8_t *reg = eng_buf_alloc(f->tgt, len + 64);
+	uint8_t *al = aligned(len + 64);
 	uint32_t got;
 	int rc;
 
 	assert_non_null(plain);
 	assert_non_null(reg);
-	for (int way = 0; way < 3; way++) {
-		uint8_t *b = way == 2 ? reg : plain;
+	for (int way = 0; way < 4; way++) {
+		uint8_t *b = way == 2 ? reg : way == 3 ? al : plain;
 
 		memset(b, 0xee, len + 64);
 		if (way == 0)
@@ -190,6 +201,7 @@ static void sv_expect_csum(struct tu_fix *f, const struct eng_key *k, lode_epoch
 	}
 	eng_buf_free(f->tgt, reg);
 	free(plain);
+	free(al);
 }
 
 /* Fetch [off, off+len) of a damaged array, whose flipped byte is at array offset bad. */
@@ -198,12 +210,13 @@ static void arr_expect_csum(struct tu_fix *f, const struct eng_key *k, uint64_t 
 {
 	uint8_t *plain = malloc(len);
 	uint8_t *reg = eng_buf_alloc(f->tgt, len);
+	uint8_t *al = aligned(len);
 	int rc;
 
 	assert_non_null(plain);
 	assert_non_null(reg);
-	for (int way = 0; way < 3; way++) {
-		uint8_t *b = way == 2 ? reg : plain;
+	for (int way = 0; way < 4; way++) {
+		uint8_t *b = way == 2 ? reg : way == 3 ? al : plain;
 
 		memset(b, 0xee, len);
 		if (way == 0)
@@ -219,6 +232,7 @@ static void arr_expect_csum(struct tu_fix *f, const struct eng_key *k, uint64_t 
 	}
 	eng_buf_free(f->tgt, reg);
 	free(plain);
+	free(al);
 }
 
 /* A range that misses the damage reads correctly or, if checked per extent, -LODE_ECSUM. */
@@ -303,6 +317,7 @@ static void test_flip_open(void **state)
 	sv_expect_csum(f, &kf, LODE_EPOCH_MAX, 16384, 100, sf);
 	arr_expect_csum(f, &kg, 7000, 1192, 8000, sg);
 	arr_expect_csum(f, &kg, 0, 8192, 8000, sg);
+	arr_expect_csum(f, &kg, 4096, 4096, 8000, sg);
 	sv_ok(f, &kh, LODE_EPOCH_MAX, 4096, sh);
 }
 

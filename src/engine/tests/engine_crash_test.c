@@ -5,7 +5,8 @@
  * acknowledged one through a pipe; the parent SIGKILLs it at a random
  * moment, reopens the target (running recovery) and checks that
  *   - every acknowledged update is there: each key reads a version at least
- *     as new as its newest acknowledged one;
+ *     as new as its newest acknowledged one, and none that an acknowledged
+ *     punch hides;
  *   - nothing is torn: each value names its key, slot and epoch in a header
  *     and the rest of its bytes derive from them, so a value that is not
  *     exactly one written version is caught.
@@ -127,10 +128,10 @@ static struct eng_key key_of(const struct lode_uuid *cont, unsigned k, char *ake
 
 /* ---- the child ---------------------------------------------------------- */
 
-enum { MSG_READY = 1, MSG_ACK, MSG_ERR, MSG_DONE, MSG_CKPT };
+enum { MSG_READY = 1, MSG_ACK, MSG_ERR, MSG_DONE, MSG_CKPT, MSG_PUNCHING };
 
 struct msg {
-	uint32_t type, key, slot, pad;
+	uint32_t type, key, slot, punch; /* punch: the ACK is of an akey punch */
 	uint64_t epoch;
 	int64_t rc;
 };
@@ -142,7 +143,7 @@ struct child {
 
 struct cop {
 	struct child *ch;
-	uint32_t key, slot;
+	uint32_t key, slot, punch;
 	uint64_t epoch;
 	uint8_t *buf;
 };
@@ -170,6 +171,7 @@ static void child_cb(void *arg, int rc)
 	struct msg m = {.type = rc == 0 ? MSG_ACK : MSG_ERR,
 			.key = c->key,
 			.slot = c->slot,
+			.punch = c->punch,
 			.epoch = c->epoch,
 			.rc = rc};
 
@@ -214,6 +216,8 @@ static void child_main(const struct eng_tgt_opts *opts, const struct lode_uuid *
 				child_fail(fd, -ENOMEM, 1001);
 			c->ch = &ch;
 			c->key = k;
+			/* now and then a single value is punched instead */
+			c->punch = kind_of(k) != K_ARR && tu_rand_below(&rng, 25) == 0;
 			c->slot = (uint32_t)tu_rand_below(&rng, nslots(k));
 			c->epoch = base + i++;
 			uint32_t len = value_len(k, c->epoch);
@@ -221,7 +225,14 @@ static void child_main(const struct eng_tgt_opts *opts, const struct lode_uuid *
 			if (!c->buf)
 				child_fail(fd, -ENOMEM, 1001);
 			value_fill(c->buf, k, c->slot, c->epoch, len);
-			if (kind_of(k) == K_ARR)
+			if (c->punch) {
+				/* announced first: once queued it may survive unacknowledged */
+				struct msg m = {.type = MSG_PUNCHING, .key = k, .epoch = c->epoch};
+
+				send_msg(fd, &m);
+				rc = eng_akey_punch(t, &key, c->epoch, child_cb, c);
+			}
+			else if (kind_of(k) == K_ARR)
 				rc = eng_arr_update(t, &key, c->epoch, (uint64_t)c->slot * len,
 						    c->buf, len, child_cb, c);
 			else
@@ -254,6 +265,8 @@ static void child_main(const struct eng_tgt_opts *opts, const struct lode_uuid *
 
 struct state {
 	lode_epoch_t acked[NKEYS][MAX_SLOTS]; /* newest acknowledged epoch, 0: none */
+	lode_epoch_t punched[NKEYS];          /* newest acknowledged akey punch */
+	lode_epoch_t punch_issued[NKEYS];     /* newest akey punch ever queued */
 	unsigned long acks, kills_in_open, done_before_kill, checkpoints;
 };
 
@@ -282,7 +295,10 @@ static size_t take_msgs(struct state *s, const uint8_t *buf, size_t len, bool *r
 			break;
 		case MSG_ACK:
 			assert_true(m.key < NKEYS && m.slot < MAX_SLOTS);
-			if (m.epoch > s->acked[m.key][m.slot])
+			if (m.punch) {
+				if (m.epoch > s->punched[m.key])
+					s->punched[m.key] = m.epoch;
+			} else if (m.epoch > s->acked[m.key][m.slot])
 				s->acked[m.key][m.slot] = m.epoch;
 			s->acks++;
 			break;
@@ -295,6 +311,11 @@ static size_t take_msgs(struct state *s, const uint8_t *buf, size_t len, bool *r
 			break;
 		case MSG_CKPT:
 			s->checkpoints++;
+			break;
+		case MSG_PUNCHING:
+			assert_true(m.key < NKEYS);
+			if (m.epoch > s->punch_issued[m.key])
+				s->punch_issued[m.key] = m.epoch;
 			break;
 		default:
 			fail_msg("round %u: bad message type %u", round, m.type);
@@ -319,12 +340,19 @@ static void verify(struct eng_target *t, const struct lode_uuid *cont, struct st
 			uint32_t len = 0;
 			int rc = eng_sv_fetch(t, &key, LODE_EPOCH_MAX, buf, 1 << 16, &len, NULL, NULL);
 
+			/*
+			 * Nothing is fine if no acknowledged update is newer than
+			 * a punch that was queued (acknowledged or not).
+			 */
+			if (rc == -ENOENT && s->acked[k][0] < s->punch_issued[k])
+				continue;
 			if (rc == -ENOENT && !s->acked[k][0])
 				continue;
 			if (rc != 0)
 				fail_msg("round %u (seed %" PRIu64 "): key %u acknowledged @%" PRIu64
-					 ": fetch %d (%s)",
-					 round, seed, k, s->acked[k][0], rc, lode_strerror(rc));
+					 " (punched @%" PRIu64 "): fetch %d (%s)",
+					 round, seed, k, s->acked[k][0], s->punched[k], rc,
+					 lode_strerror(rc));
 			lode_epoch_t e = value_check(buf, len, k, 0, why, sizeof(why));
 			if (!e)
 				fail_msg("round %u (seed %" PRIu64 "): key %u: %s", round, seed, k,
@@ -333,6 +361,10 @@ static void verify(struct eng_target *t, const struct lode_uuid *cont, struct st
 				fail_msg("round %u (seed %" PRIu64 "): key %u reads the version @%" PRIu64
 					 ", older than the acknowledged @%" PRIu64,
 					 round, seed, k, e, s->acked[k][0]);
+			if (e <= s->punched[k])
+				fail_msg("round %u (seed %" PRIu64 "): key %u reads the version @%" PRIu64
+					 ", hidden by the acknowledged punch @%" PRIu64,
+					 round, seed, k, e, s->punched[k]);
 			continue;
 		}
 		uint32_t ss = slot_size(k);
