@@ -160,6 +160,36 @@ int wal_put_mark(struct wbuf *b, uint32_t gen, uint64_t seq, uint64_t mark);
 void wal_restamp(struct wbuf *b, uint32_t gen);
 void wbuf_free(struct wbuf *b);
 
+/* Append n bytes to b. 0 or -ENOMEM. */
+int wbuf_put(struct wbuf *b, const void *p, size_t n);
+
+/* ---- checkpoints (ckpt.c) --------------------------------------------- */
+
+#define CKPT_KEY_MAX (2 * LODE_KEY_MAX + 64)
+
+struct ckpt_enc {
+	struct wbuf b;       /* encoded blocks; may be written out when !open */
+	uint8_t prev[CKPT_KEY_MAX];
+	uint32_t prev_len, nrec;
+	size_t blk;          /* offset of the open block's header in b */
+	bool open;
+};
+
+/* Add r (records must come in key order). 0 or -ENOMEM. */
+int ckpt_enc_put(struct ckpt_enc *e, const struct rec *r);
+/* Close the last block. */
+void ckpt_enc_finish(struct ckpt_enc *e);
+
+/* Receives each decoded record and owns it from then on, even on error. */
+typedef int (*ckpt_rec_fn)(void *ctx, struct rec *r);
+/*
+ * Decode one block at buf[0..avail): calls fn for each record, sets *used to
+ * the block's size. Returns the number of records, -LODE_ECORRUPT (bad
+ * magic, checksum or field), -ENOMEM, or what fn returned. Never reads past
+ * avail.
+ */
+int ckpt_block_decode(const uint8_t *buf, size_t avail, size_t *used, ckpt_rec_fn fn, void *ctx);
+
 /* Build a record from a decoded WAL_INSERT. NULL on -ENOMEM. */
 struct rec *wal_view_rec(const struct wal_view *v);
 

@@ -44,7 +44,7 @@
 
 #include "engine/eng_internal.h"
 
-#define CKPT_MAGIC 0x31504b43454444c0ull /* "LODECKP1"-ish, version in the low byte */
+#define CKPT_MAGIC 0x32504b4345444f4cull /* "LODECKP2": blocks of ckpt.c */
 #define ARENA_SIZE (64u << 20)
 #define GROUP_MAX (4u << 20) /* log bytes one group may carry */
 
@@ -552,7 +552,7 @@ static int sync_dir(struct eng_target *t)
 static int checkpoint(struct eng_target *t)
 {
 	char tmp[4200], dst[4200];
-	struct wbuf b = {0};
+	struct ckpt_enc *e = calloc(1, sizeof(*e));
 	struct bt_cur c;
 	struct rec *r;
 	uint8_t hdr[64] = {0};
@@ -564,23 +564,28 @@ static int checkpoint(struct eng_target *t)
 
 	snprintf(tmp, sizeof(tmp), "%s/ckpt.tmp", t->path);
 	snprintf(dst, sizeof(dst), "%s/ckpt", t->path);
+	if (!e)
+		return -ENOMEM;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
+	if (fd < 0) {
+		free(e);
 		return -errno;
+	}
 	for (r = bt_first(t->index, &c); r; r = bt_next(&c)) {
-		rc = wal_put_insert(&b, t->gen + 1, 0, r);
+		rc = ckpt_enc_put(e, r);
 		if (rc < 0)
 			goto out;
 		n++;
-		if (b.len >= (1u << 20)) {
-			rc = write_full(fd, b.p, b.len, off);
+		if (!e->open && e->b.len >= (1u << 20)) { /* whole blocks only */
+			rc = write_full(fd, e->b.p, e->b.len, off);
 			if (rc < 0)
 				goto out;
-			off += (off_t)b.len;
-			b.len = 0;
+			off += (off_t)e->b.len;
+			e->b.len = 0;
 		}
 	}
-	rc = write_full(fd, b.p, b.len, off);
+	ckpt_enc_finish(e);
+	rc = write_full(fd, e->b.p, e->b.len, off);
 	if (rc < 0)
 		goto out;
 	cnt = htole64(n);
@@ -599,7 +604,8 @@ static int checkpoint(struct eng_target *t)
 		rc = sync_dir(t);
 out:
 	close(fd);
-	wbuf_free(&b);
+	wbuf_free(&e->b);
+	free(e);
 	if (rc < 0) {
 		unlink(tmp);
 		return rc;
@@ -2711,6 +2717,15 @@ static int map_file(const char *path, uint8_t **map, size_t *len)
 	return 0;
 }
 
+static int ckpt_load_one(void *ctx, struct rec *r)
+{
+	if (!rec_valid(r)) {
+		free(r);
+		return -LODE_ECORRUPT;
+	}
+	return recover_put(ctx, r);
+}
+
 static int load_ckpt(struct eng_target *t, uint32_t *gen)
 {
 	char path[4200];
@@ -2737,26 +2752,15 @@ static int load_ckpt(struct eng_target *t, uint32_t *gen)
 	*gen = le32toh(*gen);
 	t->seq = le64toh(seq);
 	while (off < len && n < le64toh(cnt)) {
-		struct wal_view v;
-		struct rec *r;
+		size_t used;
 
-		if (wal_decode(m + off, len - off, &v) < 0 || v.op != WAL_INSERT)
-			goto corrupt;
-		r = wal_view_rec(&v);
-		if (!r) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		if (!rec_valid(r)) {
-			free(r);
-			goto corrupt;
-		}
-		rc = recover_put(t, r);
+		rc = ckpt_block_decode(m + off, len - off, &used, ckpt_load_one, t);
 		if (rc < 0)
 			goto out;
-		off += v.len;
-		n++;
+		n += (uint64_t)rc;
+		off += used;
 	}
+	rc = 0;
 	if (n != le64toh(cnt))
 		goto corrupt;
 	goto out;

@@ -198,6 +198,18 @@ static uint8_t *wbuf_reserve(struct wbuf *b, size_t n)
 	return b->p + b->len;
 }
 
+int wbuf_put(struct wbuf *b, const void *p, size_t n)
+{
+	uint8_t *q = wbuf_reserve(b, n);
+
+	if (!q)
+		return -ENOMEM;
+	if (n)
+		memcpy(q, p, n);
+	b->len += n;
+	return 0;
+}
+
 void wbuf_free(struct wbuf *b)
 {
 	free(b->p);
