@@ -199,7 +199,7 @@ struct op {
 	/* updates */
 	struct rec *rec;        /* OP_INSERT: the record; OP_DELETE: carries the key */
 	struct rec **bulk;      /* OP_BULK */
-	size_t nbulk;
+	size_t nbulk, bulk_cap;
 	size_t wal_len;         /* bytes of this op's records in the open group */
 	uint64_t seq;           /* sequence number of its last log record */
 	void *bounce;           /* data being written */
@@ -1398,23 +1398,31 @@ int eng_sv_fetch(struct eng_target *t, const struct eng_key *key, lode_epoch_t e
 	return fetch_end(t, o, rc, cb, &slot);
 }
 
+/* Make room for one more element in a growable array *v of *cap. */
+static int array_room(void **v, size_t *cap, size_t n, size_t elem)
+{
+	if (n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		void *p = realloc(*v, c * elem);
+
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+		*cap = c;
+	}
+	return 0;
+}
+
 /* Ranges of [lo, hi) not yet covered by newer extents, newest first. */
 struct gaps {
 	uint64_t (*v)[2];
-	unsigned n, cap;
+	size_t n, cap;
 };
 
 static int gaps_add(struct gaps *g, uint64_t lo, uint64_t hi)
 {
-	if (g->n == g->cap) {
-		unsigned cap = g->cap ? g->cap * 2 : 8;
-		void *v = realloc(g->v, cap * sizeof(*g->v));
-
-		if (!v)
-			return -ENOMEM;
-		g->v = v;
-		g->cap = cap;
-	}
+	if (array_room((void **)&g->v, &g->cap, g->n, sizeof(*g->v)) < 0)
+		return -ENOMEM;
 	g->v[g->n][0] = lo;
 	g->v[g->n][1] = hi;
 	g->n++;
@@ -1430,10 +1438,10 @@ typedef int (*cover_fn)(void *ctx, const struct rec *r, uint64_t lo, uint64_t hi
 static int gaps_cover(struct gaps *g, const struct rec *r, uint64_t a, uint64_t b, cover_fn fn,
 		      void *ctx)
 {
-	unsigned n = g->n;
+	size_t n = g->n;
 	int rc = 0;
 
-	for (unsigned i = 0; i < n && rc == 0; i++) {
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		uint64_t lo = g->v[i][0], hi = g->v[i][1];
 		uint64_t x = lo > a ? lo : a, y = hi < b ? hi : b;
 
@@ -1455,9 +1463,9 @@ static int gaps_cover(struct gaps *g, const struct rec *r, uint64_t a, uint64_t 
 		}
 	}
 	/* drop empties */
-	unsigned j = 0;
+	size_t j = 0;
 
-	for (unsigned i = 0; i < g->n; i++)
+	for (size_t i = 0; i < g->n; i++)
 		if (g->v[i][0] < g->v[i][1])
 			memcpy(g->v[j++], g->v[i], sizeof(g->v[i]));
 	g->n = j;
@@ -1559,7 +1567,7 @@ int eng_arr_fetch(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 		free(o);
 		return -ENOENT;
 	}
-	for (unsigned i = 0; rc >= 0 && i < g.n; i++)
+	for (size_t i = 0; rc >= 0 && i < g.n; i++)
 		memset((uint8_t *)buf + (g.v[i][0] - off), 0, g.v[i][1] - g.v[i][0]);
 	free(g.v);
 	return fetch_end(t, o, rc < 0 ? rc : 0, cb, &slot);
@@ -1741,13 +1749,8 @@ static int bulk_take_prefix(struct eng_target *t, struct op *o, const struct kb 
 		r = bt_seek(t->index, &c, pfx->b, pfx->len);
 		if (!has_prefix(r, pfx))
 			break;
-		if (o->nbulk % 256 == 0) {
-			struct rec **v = realloc(o->bulk, (o->nbulk + 256) * sizeof(*v));
-
-			if (!v)
-				return -ENOMEM;
-			o->bulk = v;
-		}
+		if (array_room((void **)&o->bulk, &o->bulk_cap, o->nbulk, sizeof(*o->bulk)) < 0)
+			return -ENOMEM;
 		o->bulk[o->nbulk++] = index_take(t, r->key, r->klen);
 	}
 	return wal_put_key(&t->wal, t->gen, ++t->seq, WAL_DELPFX, pfx->b, (uint16_t)pfx->len);
@@ -2240,15 +2243,8 @@ static int frag_add(void *ctx, const struct rec *r, uint64_t lo, uint64_t hi)
 
 	if (r->type != REC_ARR)
 		return 0; /* a range punch stays a hole */
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 16;
-		void *v = realloc(f->v, cap * sizeof(*f->v));
-
-		if (!v)
-			return -ENOMEM;
-		f->v = v;
-		f->cap = cap;
-	}
+	if (array_room((void **)&f->v, &f->cap, f->n, sizeof(*f->v)) < 0)
+		return -ENOMEM;
 	f->v[f->n].r = r;
 	f->v[f->n].lo = lo;
 	f->v[f->n].hi = hi;
@@ -2617,15 +2613,9 @@ int eng_aggregate(struct eng_target *t, const struct lode_uuid *cont, lode_epoch
 		for (size_t i = 0; rc == 0 && i < a.n; i++) {
 			if (a.keep[i])
 				continue;
-			if (o->nbulk % 256 == 0) {
-				struct rec **v = realloc(o->bulk, (o->nbulk + 256) * sizeof(*v));
-
-				if (!v) {
-					rc = -ENOMEM;
-					break;
-				}
-				o->bulk = v;
-			}
+			rc = array_room((void **)&o->bulk, &o->bulk_cap, o->nbulk, sizeof(*o->bulk));
+			if (rc < 0)
+				break;
 			rc = wal_put_key(&t->wal, t->gen, ++t->seq, WAL_DELETE, a.v[i]->key, a.v[i]->klen);
 			if (rc == 0)
 				o->bulk[o->nbulk++] = index_take(t, a.v[i]->key, a.v[i]->klen);
