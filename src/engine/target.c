@@ -291,8 +291,8 @@ static void rec_account(struct eng_target *t, struct rec *r, int sign)
 	uint64_t n = malloc_usable_size(r) + 8;
 
 	t->rec_bytes = sign > 0 ? t->rec_bytes + n : t->rec_bytes - n;
-	if ((r->type == REC_PUNCH) &&
-	    (r->klen == OBJ_PFX + 2 + 8 || be16(r->key + r->klen - 10) == 0))
+	/* a punch that is not an akey's is an object or dkey punch */
+	if (r->type == REC_PUNCH && newest_pfx_len(r) == 0)
 		t->upper_punches = sign > 0 ? t->upper_punches + 1 : t->upper_punches - 1;
 }
 
