@@ -2521,34 +2521,71 @@ static int agg_decide(struct agg_obj *a, const lode_epoch_t *rd, unsigned nr, lo
 	return 0;
 }
 
-/* The merging pass over every object of the container; waits for its writes. */
-static int agg_merge(struct eng_target *t, const struct lode_uuid *cont, uint32_t cidx,
-		     struct agg_obj *a, const lode_epoch_t *snaps, unsigned nsnap, lode_epoch_t hi)
+/* One pass of aggregation over a container's objects. */
+struct agg_pass {
+	struct eng_target *t;
+	struct agg_obj *a;
+	const lode_epoch_t *rd; /* readers (the removal pass) */
+	unsigned nr;
+	lode_epoch_t hi;
+	struct op *bulk;        /* the removal pass: where removed records go */
+};
+
+/*
+ * Collect each object's records, decide, and in the removal pass take out
+ * (and log the deletion of) what goes. The cursor seeks afresh after each
+ * object: the removal pass changes the index, and the merging pass only
+ * queues writes, which reach the index at drain().
+ */
+static int agg_walk(struct agg_pass *p, uint32_t cidx)
 {
-	struct merge m = {.t = t, .cont = cont};
+	struct eng_target *t = p->t;
+	struct agg_obj *a = p->a;
 	struct kb pfx, opfx;
 	struct bt_cur c;
 	struct rec *r;
-	int rc = 0, drc;
+	int rc = 0;
 
-	for (unsigned i = 0; i < nsnap; i++)
-		if (snaps[i] > m.smax)
-			m.smax = snaps[i];
-	a->m = &m;
 	pfx.len = 0;
 	kb_u32(&pfx, cidx);
-	/* The writes are queued, not acknowledged, until drain(): the index
-	 * does not change under the cursor. */
 	r = bt_seek(t->index, &c, pfx.b, pfx.len);
 	while (rc == 0 && has_prefix(r, &pfx)) {
 		opfx.len = OBJ_PFX;
 		memcpy(opfx.b, r->key, OBJ_PFX);
 		rc = agg_collect(t, a, r, &opfx, &c);
 		if (rc == 0)
-			rc = agg_decide(a, snaps, 0, hi);
+			rc = agg_decide(a, p->rd, p->nr, p->hi);
+		for (size_t i = 0; rc == 0 && p->bulk && i < a->n; i++) {
+			struct op *o = p->bulk;
+
+			if (a->keep[i])
+				continue;
+			rc = array_room((void **)&o->bulk, &o->bulk_cap, o->nbulk, sizeof(*o->bulk));
+			if (rc == 0)
+				rc = wal_put_key(&t->wal, t->gen, ++t->seq, WAL_DELETE, a->v[i]->key,
+						 a->v[i]->klen);
+			if (rc == 0)
+				o->bulk[o->nbulk++] = index_take(t, a->v[i]->key, a->v[i]->klen);
+		}
 		kb_skip(&opfx);
 		r = bt_seek(t->index, &c, opfx.b, opfx.len);
 	}
+	return rc;
+}
+
+/* The merging pass over every object of the container; waits for its writes. */
+static int agg_merge(struct eng_target *t, const struct lode_uuid *cont, uint32_t cidx,
+		     struct agg_obj *a, const lode_epoch_t *snaps, unsigned nsnap, lode_epoch_t hi)
+{
+	struct merge m = {.t = t, .cont = cont};
+	struct agg_pass p = {.t = t, .a = a, .hi = hi};
+	int rc, drc;
+
+	for (unsigned i = 0; i < nsnap; i++)
+		if (snaps[i] > m.smax)
+			m.smax = snaps[i];
+	a->m = &m;
+	rc = agg_walk(&p, cidx);
 	a->m = NULL;
 	drc = drain(t);
 	for (size_t i = 0; i < m.nbufs; i++)
@@ -2561,9 +2598,6 @@ int eng_aggregate(struct eng_target *t, const struct lode_uuid *cont, lode_epoch
 {
 	struct agg_obj a = {0};
 	lode_epoch_t *rd = NULL;
-	struct kb pfx, opfx;
-	struct bt_cur c;
-	struct rec *r;
 	struct op *o;
 	uint32_t cidx;
 	size_t before;
@@ -2601,27 +2635,11 @@ int eng_aggregate(struct eng_target *t, const struct lode_uuid *cont, lode_epoch
 		return rc;
 	}
 	before = t->wal.len;
-	pfx.len = 0;
-	kb_u32(&pfx, cidx);
-	r = bt_seek(t->index, &c, pfx.b, pfx.len);
-	while (rc == 0 && has_prefix(r, &pfx)) {
-		opfx.len = OBJ_PFX;
-		memcpy(opfx.b, r->key, OBJ_PFX);
-		rc = agg_collect(t, &a, r, &opfx, &c);
-		if (rc == 0)
-			rc = agg_decide(&a, rd, (unsigned)nsnap + 2, hi);
-		for (size_t i = 0; rc == 0 && i < a.n; i++) {
-			if (a.keep[i])
-				continue;
-			rc = array_room((void **)&o->bulk, &o->bulk_cap, o->nbulk, sizeof(*o->bulk));
-			if (rc < 0)
-				break;
-			rc = wal_put_key(&t->wal, t->gen, ++t->seq, WAL_DELETE, a.v[i]->key, a.v[i]->klen);
-			if (rc == 0)
-				o->bulk[o->nbulk++] = index_take(t, a.v[i]->key, a.v[i]->klen);
-		}
-		kb_skip(&opfx);
-		r = bt_seek(t->index, &c, opfx.b, opfx.len);
+	{
+		struct agg_pass p = {.t = t, .a = &a, .rd = rd, .nr = (unsigned)nsnap + 2, .hi = hi,
+				     .bulk = o};
+
+		rc = agg_walk(&p, cidx);
 	}
 	free(a.v);
 	free(a.keep);
