@@ -17,6 +17,24 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64];
+static const char *const files[] = {"wal", "extents", "ckpt", "ckpt.tmp", "genhw", "lock"};
+
+static void remove_files(void)
+{
+	char path[128];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+}
+
+/* libFuzzer ends with exit(): leave nothing on tmpfs behind. */
+static void cleanup(void)
+{
+	remove_files();
+	rmdir(dir);
+}
 
 static void put_file(const char *name, const void *p, size_t n)
 {
@@ -151,18 +169,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct eng_tgt_opts o = {.mode = ENG_MODE_RAM, .capacity = 1 << 20};
 	struct wbuf w = {0};
-	static const char *const files[] = {"wal", "extents", "ckpt", "ckpt.tmp", "genhw", "lock"};
 	struct eng_target *t;
-	char path[128];
 
 	if (!dir[0]) {
 		snprintf(dir, sizeof(dir), "/dev/shm/lode-replay-fuzz-%d", (int)getpid());
 		mkdir(dir, 0700);
+		atexit(cleanup);
 	}
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-		unlink(path);
-	}
+	remove_files();
 	frame(data, size, &w);
 	/* a log file of at least 1 MiB is taken as it is */
 	{
