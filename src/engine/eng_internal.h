@@ -88,7 +88,6 @@ static inline bool rec_has_extent(const struct rec *r)
 }
 
 struct rec *rec_alloc(uint32_t klen, size_t tail);
-size_t rec_size(const struct rec *r);
 const uint8_t *rec_key_of(const void *item, uint32_t *len);
 
 uint32_t eng_crc32c(uint32_t seed, const void *buf, size_t len);

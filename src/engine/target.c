@@ -215,7 +215,6 @@ struct piece {
 	struct io io;
 	struct op *op;
 	uint8_t *buf;      /* where the read lands: a bounce buffer, or dst itself */
-	size_t buf_len;
 	uint8_t *dst;
 	uint32_t skip;     /* bytes of buf before the caller's first byte */
 	uint32_t copy;     /* bytes to give the caller */
@@ -298,8 +297,12 @@ static void rec_account(struct eng_target *t, struct rec *r, int sign)
 
 static void hold_extent(struct eng_target *t, const struct rec *r);
 
-/* Put r into the index; a record it replaces is released. */
-static int index_put(struct eng_target *t, struct rec *r)
+/*
+ * Put r into the index; a record it replaces is released, and its blocks
+ * held for readers (hold; during recovery there are no readers and no
+ * block bitmap yet, so they are simply forgotten).
+ */
+static int index_put_as(struct eng_target *t, struct rec *r, bool hold)
 {
 	void *old = NULL;
 	int rc = bt_insert(t->index, r, &old);
@@ -310,12 +313,18 @@ static int index_put(struct eng_target *t, struct rec *r)
 	if (old) {
 		newest_drop(&t->newest, old, r); /* same key: r takes its place */
 		rec_account(t, old, -1);
-		hold_extent(t, old);
+		if (hold)
+			hold_extent(t, old);
 		free(old);
 	} else {
 		newest_put(&t->newest, r);
 	}
 	return 0;
+}
+
+static int index_put(struct eng_target *t, struct rec *r)
+{
+	return index_put_as(t, r, true);
 }
 
 static struct rec *index_take(struct eng_target *t, const uint8_t *key, uint32_t klen)
@@ -1264,7 +1273,6 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 			return -ENOMEM;
 		}
 		p->op = o;
-		p->buf_len = blen;
 		p->dst = dst;
 		p->skip = (uint32_t)(xoff - start);
 		p->copy = n;
@@ -2665,25 +2673,14 @@ static int path_in(const struct eng_target *t, char *buf, size_t len, const char
 	return (size_t)snprintf(buf, len, "%s/%s", t->path, name) >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Insert during recovery: no reader exists and the bitmap is built later. */
+/* Insert during recovery; takes r, also on failure. */
 static int recover_put(struct eng_target *t, struct rec *r)
 {
-	void *old = NULL;
-	int rc = bt_insert(t->index, r, &old);
+	int rc = index_put_as(t, r, false);
 
-	if (rc < 0) {
+	if (rc < 0)
 		free(r);
-		return rc;
-	}
-	rec_account(t, r, 1);
-	if (old) {
-		newest_drop(&t->newest, old, r);
-		rec_account(t, old, -1);
-		free(old);
-	} else {
-		newest_put(&t->newest, r);
-	}
-	return 0;
+	return rc;
 }
 
 static void recover_drop_prefix(struct eng_target *t, const uint8_t *p, uint16_t len)

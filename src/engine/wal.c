@@ -44,11 +44,6 @@ struct rec *rec_alloc(uint32_t klen, size_t tail)
 	return r;
 }
 
-size_t rec_size(const struct rec *r)
-{
-	return sizeof(*r) + r->klen + rec_tail(r);
-}
-
 const uint8_t *rec_key_of(const void *item, uint32_t *len)
 {
 	const struct rec *r = item;

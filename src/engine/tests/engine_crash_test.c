@@ -402,6 +402,30 @@ static void verify(struct eng_target *t, const struct lode_uuid *cont, struct st
 	free(buf);
 }
 
+/*
+ * Read what the child sent into buf (have bytes already there) and take the
+ * complete messages; a partial one stays for the next call. False at the
+ * end of the pipe.
+ */
+static bool pipe_take(int fd, uint8_t *buf, size_t cap, size_t *have, struct state *s, bool *ready,
+		      unsigned round)
+{
+	ssize_t n = read(fd, buf + *have, cap - *have);
+	size_t used;
+
+	if (n == 0)
+		return false;
+	if (n < 0) {
+		assert_int_equal(errno, EINTR);
+		return true;
+	}
+	*have += (size_t)n;
+	used = take_msgs(s, buf, *have, ready, round);
+	memmove(buf, buf + used, *have - used);
+	*have -= used;
+	return true;
+}
+
 /* The child of the round in progress, killed by the teardown if a check fails. */
 static pid_t live_child;
 
@@ -448,17 +472,8 @@ static void crash_round(const struct eng_tgt_opts *opts, const struct lode_uuid 
 		int wait = deadline ? (int)(deadline - now) + 1 : 100;
 		if (poll(&pfd, 1, wait) <= 0)
 			continue;
-		ssize_t n = read(p[0], buf + have, sizeof(buf) - have);
-		if (n == 0)
+		if (!pipe_take(p[0], buf, sizeof(buf), &have, s, &ready, round))
 			break; /* the child exited by itself: an error message follows */
-		if (n < 0) {
-			assert_int_equal(errno, EINTR);
-			continue;
-		}
-		have += (size_t)n;
-		size_t used = take_msgs(s, buf, have, &ready, round);
-		memmove(buf, buf + used, have - used);
-		have -= used;
 	}
 	if (!ready)
 		s->kills_in_open++;
@@ -466,20 +481,8 @@ static void crash_round(const struct eng_tgt_opts *opts, const struct lode_uuid 
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	live_child = 0;
 	/* what the child wrote before it died */
-	for (;;) {
-		ssize_t n = read(p[0], buf + have, sizeof(buf) - have);
-
-		if (n == 0)
-			break;
-		if (n < 0) {
-			assert_int_equal(errno, EINTR);
-			continue;
-		}
-		have += (size_t)n;
-		size_t used = take_msgs(s, buf, have, &ready, round);
-		memmove(buf, buf + used, have - used);
-		have -= used;
-	}
+	while (pipe_take(p[0], buf, sizeof(buf), &have, s, &ready, round))
+		;
 	close(p[0]);
 	if (!WIFSIGNALED(status))
 		fail_msg("round %u (seed %" PRIu64 "): the child exited with %d instead of being "
