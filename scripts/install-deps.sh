@@ -11,7 +11,7 @@ pkgs=(
 	libisal-dev       # CRC32C (and later erasure coding)
 	liblmdb-dev librocksdb-dev # measured against the engine's own index
 	libcmocka-dev     # unit tests
-	libyaml-dev       # configuration files
+	libyaml-dev libucx-dev ucx-utils librdmacm-dev libibverbs-dev       # configuration files
 	util-linux e2fsprogs # mount/losetup/mkfs for the full-disk test
 )
 

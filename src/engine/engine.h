@@ -238,4 +238,11 @@ int eng_tgt_stats(struct eng_target *tgt, struct eng_stats *st);
 void *eng_buf_alloc(struct eng_target *tgt, size_t size);
 void eng_buf_free(struct eng_target *tgt, void *buf);
 
+/*
+ * The region eng_buf_alloc() carves buffers from, so that a network layer can
+ * register it once (loded registers it with UCX). *base is NULL and *len 0
+ * when the target has no such region (no io_uring, or its memory was refused).
+ */
+void eng_buf_region(struct eng_target *tgt, void **base, size_t *len);
+
 #endif

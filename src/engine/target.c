@@ -3095,6 +3095,10 @@ int eng_tgt_open(const struct eng_tgt_opts *opts, struct eng_target **out)
 		rc = gen_bump(t, max_gen);
 	if (rc == 0 && opts->mode == ENG_MODE_DISK)
 		rc = ring_setup(t, opts->queue_depth);
+	/* RAM mode has no ring, but a server still wants reusable I/O buffers:
+	 * fresh large allocations would fault in every page of every request. */
+	if (rc == 0 && opts->mode == ENG_MODE_RAM && arena_init(&t->arena, ARENA_SIZE) != 0)
+		t->arena.base = NULL;
 	if (rc < 0)
 		goto fail;
 	*out = t;
@@ -3149,7 +3153,7 @@ void *eng_buf_alloc(struct eng_target *t, size_t size)
 	if (!t || size == 0)
 		return NULL;
 	size = blocks_of(size) * ENG_BLOCK;
-	p = t->have_ring ? arena_alloc(&t->arena, size) : NULL;
+	p = t->arena.base ? arena_alloc(&t->arena, size) : NULL;
 	if (!p && posix_memalign(&p, ENG_BLOCK, size) != 0)
 		return NULL;
 	return p;
@@ -3159,4 +3163,12 @@ void eng_buf_free(struct eng_target *t, void *buf)
 {
 	if (t && buf)
 		io_buf_free(t, buf);
+}
+
+void eng_buf_region(struct eng_target *t, void **base, size_t *len)
+{
+	bool have = t && t->arena.base;
+
+	*base = have ? t->arena.base : NULL;
+	*len = have ? t->arena.size : 0;
 }

@@ -1,0 +1,1226 @@
+/*
+ * liblode's connections, requests and events.
+ *
+ * A connection is one UCX worker with one endpoint per target of the server.
+ * It learns the targets' worker addresses from loded's bootstrap socket,
+ * then every request is one Active Message to the target that owns it and
+ * one Active Message back. A request is found again by its id (a slot index
+ * and a generation, so a late reply to a request that timed out is dropped).
+ *
+ * Waiting: callers busy-poll the worker, which is what small I/O needs (a
+ * wake-up on the other core costs more than the I/O), and fall back to
+ * sleeping on the worker's event fd after a millisecond without progress.
+ *
+ * Failure: an endpoint error (the server died) or a request older than the
+ * timeout fails the whole connection: every request in flight completes with
+ * the error, the endpoints are closed (cancelling what UCX still holds), and
+ * later calls get -ENOTCONN. Nothing waits forever.
+ */
+#include "client/client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TIMEOUT_DEFAULT_MS 10000
+#define SPIN_US 1000
+
+struct cbuf {
+	uint8_t *base;
+	size_t len;
+	uint64_t reg;      /* never reused: targets cache the unpacked rkey by it */
+	ucp_mem_h memh;
+	void *rkey_buf;
+	size_t rkey_len;
+};
+
+struct lode_eq {
+	pthread_mutex_t lock;
+	lode_event_t *head, *tail; /* completed, not yet reported */
+	unsigned inflight;          /* attached and not yet reported */
+	lode_conn_t **conns;        /* connections that carried this queue's requests */
+	unsigned nconns, conns_cap;
+};
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- registered buffers ---------------------------------------------------- */
+
+static struct cbuf *buf_find(lode_conn_t *c, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	for (unsigned i = 0; i < c->nbufs; i++) {
+		struct cbuf *cb = &c->bufs[i];
+
+		if (b >= cb->base && b + len <= cb->base + cb->len && b + len >= b)
+			return cb;
+	}
+	return NULL;
+}
+
+bool conn_buf_registered(lode_conn_t *c, const void *buf, size_t len)
+{
+	return buf_find(c, buf, len) != NULL;
+}
+
+void *lode_buf_alloc(lode_conn_t *c, size_t size)
+{
+	ucp_mem_map_params_t mp = {0};
+	ucp_mem_attr_t attr = {0};
+	struct cbuf cb = {0};
+
+	if (!c || size == 0)
+		return NULL;
+	mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+			UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+	mp.address = NULL;
+	mp.length = size;
+	mp.flags = UCP_MEM_MAP_ALLOCATE;
+	pthread_mutex_lock(&c->lock);
+	if (c->nbufs == c->bufs_cap) {
+		unsigned cap = c->bufs_cap ? 2 * c->bufs_cap : 16;
+		struct cbuf *nb = realloc(c->bufs, cap * sizeof(*nb));
+
+		if (!nb)
+			goto fail;
+		c->bufs = nb;
+		c->bufs_cap = cap;
+	}
+	if (ucp_mem_map(c->ctx, &mp, &cb.memh) != UCS_OK)
+		goto fail;
+	attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+	if (ucp_mem_query(cb.memh, &attr) != UCS_OK ||
+	    ucp_rkey_pack(c->ctx, cb.memh, &cb.rkey_buf, &cb.rkey_len) != UCS_OK) {
+		ucp_mem_unmap(c->ctx, cb.memh);
+		goto fail;
+	}
+	cb.base = attr.address;
+	cb.len = attr.length;
+	cb.reg = ++c->next_reg;
+	c->bufs[c->nbufs++] = cb;
+	pthread_mutex_unlock(&c->lock);
+	return cb.base;
+fail:
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+void lode_buf_free(lode_conn_t *c, void *buf)
+{
+	if (!c || !buf)
+		return;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->nbufs; i++) {
+		if (c->bufs[i].base == buf) {
+			ucp_rkey_buffer_release(c->bufs[i].rkey_buf);
+			ucp_mem_unmap(c->ctx, c->bufs[i].memh);
+			c->bufs[i] = c->bufs[--c->nbufs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- requests ------------------------------------------------------------------ */
+
+static int slot_take(lode_conn_t *c, struct creq *r)
+{
+	uint32_t s;
+
+	if (c->nfree == 0) {
+		uint32_t n = c->nslots ? 2 * c->nslots : 64;
+		struct creq **ns = realloc(c->slots, n * sizeof(*ns));
+		uint32_t *nf;
+
+		if (!ns)
+			return -ENOMEM;
+		c->slots = ns;
+		nf = realloc(c->free_slots, n * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		c->free_slots = nf;
+		for (uint32_t i = n; i > c->nslots; i--) {
+			c->slots[i - 1] = NULL;
+			c->free_slots[c->nfree++] = i - 1;
+		}
+		c->nslots = n;
+	}
+	s = c->free_slots[--c->nfree];
+	c->slots[s] = r;
+	r->id = (uint64_t)++c->gen << 32 | s;
+	return 0;
+}
+
+static void slot_give(lode_conn_t *c, struct creq *r)
+{
+	uint32_t s = (uint32_t)r->id;
+
+	if (r->id && s < c->nslots && c->slots[s] == r) {
+		c->slots[s] = NULL;
+		c->free_slots[c->nfree++] = s;
+	}
+	r->id = 0;
+}
+
+struct creq *creq_new(lode_conn_t *c, uint16_t op, unsigned tgt)
+{
+	struct creq *r;
+
+	pthread_mutex_lock(&c->lock);
+	r = c->free_reqs;
+	if (r)
+		c->free_reqs = r->next;
+	pthread_mutex_unlock(&c->lock);
+	if (!r && !(r = malloc(sizeof(*r))))
+		return NULL;
+	memset(r, 0, offsetof(struct creq, anchor_key));
+	r->c = c;
+	r->op = op;
+	r->tgt = tgt;
+	return r;
+}
+
+/* Called with the lock held. */
+static void req_release(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+
+	if (r->rkey_buf && r->memh)
+		ucp_rkey_buffer_release(r->rkey_buf);
+	if (r->memh)
+		ucp_mem_unmap(c->ctx, r->memh);
+	r->memh = NULL;
+	r->rkey_buf = NULL;
+	slot_give(c, r);
+	r->next = c->free_reqs;
+	c->free_reqs = r;
+}
+
+void creq_free(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+
+	pthread_mutex_lock(&c->lock);
+	req_release(r);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int creq_rma(struct creq *r, void *buf, size_t len)
+{
+	lode_conn_t *c = r->c;
+	struct cbuf *cb;
+	size_t rlen;
+
+	pthread_mutex_lock(&c->lock);
+	cb = buf_find(c, buf, len);
+	if (cb) {
+		r->a.rkey = cb->rkey_buf;
+		r->a.rkey_len = (uint16_t)cb->rkey_len;
+		r->a.rma_reg = cb->reg;
+	} else {
+		ucp_mem_map_params_t mp = {0};
+
+		mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+		mp.address = buf;
+		mp.length = len;
+		if (ucp_mem_map(c->ctx, &mp, &r->memh) != UCS_OK) {
+			pthread_mutex_unlock(&c->lock);
+			return -ENOMEM;
+		}
+		if (ucp_rkey_pack(c->ctx, r->memh, &r->rkey_buf, &rlen) != UCS_OK ||
+		    rlen > NET_RKEY_MAX) {
+			if (r->rkey_buf)
+				ucp_rkey_buffer_release(r->rkey_buf);
+			r->rkey_buf = NULL;
+			ucp_mem_unmap(c->ctx, r->memh);
+			r->memh = NULL;
+			pthread_mutex_unlock(&c->lock);
+			return -ENOMEM;
+		}
+		r->a.rkey = r->rkey_buf;
+		r->a.rkey_len = (uint16_t)rlen;
+	}
+	pthread_mutex_unlock(&c->lock);
+	r->a.bulk = NET_BULK_RMA;
+	r->a.rma_addr = (uint64_t)(uintptr_t)buf;
+	return 0;
+}
+
+static void eq_complete(lode_event_t *ev);
+
+/* r's result is final: pass it on. Called with the lock held. */
+static void req_finish(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+	struct creq *p = r->parent;
+
+	if (r->on_done)
+		r->on_done(r);
+	/* Off the in-flight list. */
+	if (r->prev || c->head == r) {
+		if (r->prev)
+			r->prev->next = r->next;
+		else
+			c->head = r->next;
+		if (r->next)
+			r->next->prev = r->prev;
+		else
+			c->tail = r->prev;
+		r->prev = r->next = NULL;
+	}
+	r->done = true;
+	if (p) {
+		if (r->rc < 0 && p->rc == 0)
+			p->rc = r->rc;
+		req_release(r);
+		if (--p->nchild == 0 && p->replied)
+			req_finish(p);
+	} else if (r->ev) {
+		lode_event_t *ev = r->ev;
+
+		ev->rc = r->rc;
+		req_release(r);
+		eq_complete(ev);
+	}
+	/* A waited request is freed by its waiter. */
+}
+
+static void req_maybe_finish(struct creq *r)
+{
+	if (r->replied && r->pending == 0 && !r->done)
+		req_finish(r);
+}
+
+/* Fail everything in flight and close the endpoints. Lock held. */
+static void conn_fail(lode_conn_t *c, int rc)
+{
+	struct creq *r, *next;
+
+	if (c->failed)
+		return;
+	c->failed = rc;
+	for (r = c->head; r; r = next) {
+		next = r->next;
+		if (!r->replied) {
+			r->replied = true;
+			r->rc = rc;
+			slot_give(c, r);
+		}
+	}
+	for (unsigned i = 0; i < c->ntargets; i++) {
+		ucp_request_param_t p = {0};
+		ucs_status_ptr_t sp;
+
+		if (!c->eps[i])
+			continue;
+		p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+		p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+		sp = ucp_ep_close_nbx(c->eps[i], &p);
+		if (sp && !UCS_PTR_IS_ERR(sp))
+			ucp_request_free(sp);
+		c->eps[i] = NULL;
+	}
+	for (r = c->head; r; r = next) {
+		next = r->next;
+		req_maybe_finish(r);
+	}
+}
+
+static void sent_cb(void *req, ucs_status_t st, void *arg)
+{
+	struct creq *r = arg;
+
+	ucp_request_free(req);
+	r->pending--;
+	if (st != UCS_OK && !r->replied) {
+		r->replied = true;
+		r->rc = net_ucs_errno(st);
+		slot_give(r->c, r);
+	}
+	req_maybe_finish(r);
+}
+
+static void recv_cb(void *req, ucs_status_t st, size_t len, void *arg)
+{
+	struct creq *r = arg;
+
+	ucp_request_free(req);
+	r->pending--;
+	if (st != UCS_OK && r->rc == 0)
+		r->rc = net_ucs_errno(st);
+	req_maybe_finish(r);
+}
+
+static ucp_request_param_t req_param(struct creq *r, const void *buf, size_t len)
+{
+	ucp_request_param_t p = {0};
+	struct cbuf *cb = buf ? buf_find(r->c, buf, len) : NULL;
+
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+	p.user_data = r;
+	if (cb) {
+		p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+		p.memh = cb->memh;
+	}
+	return p;
+}
+
+/* Start receiving rendezvous reply data, outside of UCX callbacks. Lock held. */
+static void rndv_run(lode_conn_t *c)
+{
+	struct creq *r;
+
+	while ((r = c->rndv_head)) {
+		ucp_request_param_t p = req_param(r, r->in, r->in_len);
+		ucs_status_ptr_t sp;
+
+		c->rndv_head = r->rndv_next;
+		p.cb.recv_am = recv_cb;
+		sp = ucp_am_recv_data_nbx(c->w[r->tgt].worker, r->rndv, r->in, r->in_len, &p);
+		r->rndv = NULL;
+		if (UCS_PTR_IS_ERR(sp)) {
+			r->pending--;
+			if (r->rc == 0)
+				r->rc = net_ucs_errno(UCS_PTR_STATUS(sp));
+		} else if (sp) {
+			continue; /* recv_cb finishes it */
+		} else {
+			r->pending--;
+		}
+		req_maybe_finish(r);
+	}
+}
+
+static ucs_status_t on_reply(void *arg, const void *header, size_t header_len, void *data,
+			     size_t len, const ucp_am_recv_param_t *param)
+{
+	struct conn_worker *cw = arg;
+	lode_conn_t *c = cw->c;
+	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+	struct net_reply_args ra;
+	struct net_hdr h;
+	struct creq *r = NULL;
+	uint32_t slot;
+	int rc;
+
+	rc = net_hdr_decode(header, header_len, &h);
+	if (rc == 0) {
+		slot = (uint32_t)h.req_id;
+		if (slot < c->nslots && c->slots[slot] && c->slots[slot]->id == h.req_id &&
+		    c->slots[slot]->tgt == cw->idx)
+			r = c->slots[slot];
+	}
+	if (!r || r->replied) {
+		/* A reply to a request that already failed, or garbage: drop it. */
+		if (rndv)
+			ucp_am_data_release(cw->worker, data);
+		return UCS_OK;
+	}
+	r->replied = true;
+	slot_give(c, r);
+	if (!(h.flags & NET_F_REPLY) || h.opcode != r->op) {
+		rc = -EPROTO;
+	} else {
+		rc = net_reply_decode((const uint8_t *)header + NET_HDR_SIZE + h.cap_len, h.args_len,
+				      h.status == 0 && net_op_has_anchor(h.opcode), &ra);
+	}
+	if (rc == 0) {
+		r->rc = h.status;
+		r->val = ra.val;
+		r->anchor = ra.anchor;
+		if (ra.anchor.len)
+			memcpy(r->anchor_key, ra.anchor.key, ra.anchor.len);
+		r->anchor.key = r->anchor_key;
+		if (len > r->in_cap) {
+			rc = -EPROTO;
+		} else if (len && rndv) {
+			r->in_len = len;
+			r->rndv = data;
+			r->pending++;
+			r->rndv_next = c->rndv_head;
+			c->rndv_head = r;
+			return UCS_INPROGRESS;
+		} else if (len) {
+			memcpy(r->in, data, len);
+			r->in_len = len;
+		}
+	}
+	if (rc < 0)
+		r->rc = rc;
+	if (rndv)
+		ucp_am_data_release(cw->worker, data);
+	req_maybe_finish(r);
+	return UCS_OK;
+}
+
+static void check_timeouts(lode_conn_t *c)
+{
+	if (c->head && c->head->deadline_us < now_us() && !c->failed)
+		conn_fail(c, -ETIMEDOUT);
+}
+
+/* Progress the worker once. Lock held. Returns whether anything happened. */
+static unsigned conn_progress(lode_conn_t *c)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->ntargets; i++)
+		n += ucp_worker_progress(c->w[i].worker);
+
+	if (c->rndv_head) {
+		rndv_run(c);
+		n++;
+	}
+	check_timeouts(c);
+	return n;
+}
+
+/* Sleep up to ms on the worker's event fd (after arming it). Lock held. */
+static void conn_sleep(lode_conn_t *c, int ms)
+{
+	struct epoll_event ev;
+
+	for (unsigned i = 0; i < c->ntargets; i++)
+		if (ucp_worker_arm(c->w[i].worker) != UCS_OK)
+			return;
+	pthread_mutex_unlock(&c->lock);
+	epoll_wait(c->epfd, &ev, 1, ms);
+	pthread_mutex_lock(&c->lock);
+}
+
+static int req_send(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+	struct net_hdr h = {0};
+	ucp_request_param_t p;
+	ucs_status_ptr_t sp;
+	int n;
+
+	if (c->failed)
+		return -ENOTCONN;
+	if (r->tgt >= c->ntargets)
+		return -EINVAL;
+	n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE, NET_ARGS_MAX);
+	if (n < 0)
+		return n;
+	if (slot_take(c, r) < 0)
+		return -ENOMEM;
+	h.magic = NET_MAGIC;
+	h.version = NET_VERSION;
+	h.opcode = r->op;
+	h.req_id = r->id;
+	h.args_len = (uint16_t)n;
+	h.target = r->tgt;
+	h.session = c->session[r->tgt];
+	net_hdr_encode(&h, r->hdr);
+	r->deadline_us = now_us() + (int64_t)c->timeout_ms * (r->op == NET_OP_AGGREGATE ? 30 : 1) * 1000;
+	/* On the in-flight list (oldest first) before anything can complete it. */
+	r->prev = c->tail;
+	r->next = NULL;
+	if (c->tail)
+		c->tail->next = r;
+	else
+		c->head = r;
+	c->tail = r;
+	p = req_param(r, r->out, r->out_len);
+	p.cb.send = sent_cb;
+	p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = UCP_AM_SEND_FLAG_REPLY;
+	sp = ucp_am_send_nbx(c->eps[r->tgt], NET_AM_REQUEST, r->hdr, NET_HDR_SIZE + (size_t)n,
+			     r->out, r->out_len, &p);
+	if (UCS_PTR_IS_ERR(sp)) {
+		r->replied = true;
+		r->rc = net_ucs_errno(UCS_PTR_STATUS(sp));
+		slot_give(c, r);
+		req_maybe_finish(r);
+	} else if (sp) {
+		r->pending++; /* sent_cb frees sp */
+	}
+	return 0;
+}
+
+static int eq_attach(lode_event_t *ev, lode_conn_t *c);
+static void eq_detach(lode_event_t *ev);
+
+/* Block until r is done; the lock is held on entry and exit. */
+static void req_wait(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+	int64_t idle_since = now_us();
+
+	while (!r->done) {
+		if (conn_progress(c)) {
+			idle_since = now_us();
+			continue;
+		}
+		if (now_us() - idle_since > SPIN_US)
+			conn_sleep(c, 1);
+	}
+}
+
+int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
+{
+	lode_conn_t *c = r->c;
+	int rc;
+
+	if (ev && (rc = eq_attach(ev, c)) < 0) {
+		creq_free(r);
+		return rc;
+	}
+	pthread_mutex_lock(&c->lock);
+	r->ev = ev;
+	r->parent = parent;
+	r->waited = !ev && !parent;
+	if (parent)
+		parent->nchild++;
+	rc = req_send(r);
+	if (rc < 0) {
+		if (parent)
+			parent->nchild--;
+		req_release(r);
+		pthread_mutex_unlock(&c->lock);
+		if (ev)
+			eq_detach(ev);
+		return rc;
+	}
+	if (!r->waited) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	req_wait(r);
+	rc = r->rc;
+	req_release(r);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int creq_seal(struct creq *p, lode_event_t *ev)
+{
+	lode_conn_t *c = p->c;
+	int rc;
+
+	if (ev && (rc = eq_attach(ev, c)) < 0) {
+		/* Children are in flight: wait for them, then report the refusal. */
+		ev = NULL;
+		p->rc = rc;
+	}
+	pthread_mutex_lock(&c->lock);
+	p->ev = ev;
+	p->waited = !ev;
+	p->replied = true;
+	if (p->nchild == 0) {
+		req_finish(p);
+		if (!p->waited) {
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
+	} else if (!p->waited) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	req_wait(p);
+	rc = p->rc;
+	req_release(p);
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* ---- events and queues ------------------------------------------------------ */
+
+int lode_eq_create(lode_eq_t **eq_out)
+{
+	lode_eq_t *eq;
+
+	if (!eq_out)
+		return -EFAULT;
+	if (!(eq = calloc(1, sizeof(*eq))))
+		return -ENOMEM;
+	pthread_mutex_init(&eq->lock, NULL);
+	*eq_out = eq;
+	return 0;
+}
+
+int lode_eq_destroy(lode_eq_t *eq)
+{
+	if (!eq)
+		return -EFAULT;
+	if (eq->inflight)
+		return -EBUSY;
+	pthread_mutex_destroy(&eq->lock);
+	free(eq->conns);
+	free(eq);
+	return 0;
+}
+
+int lode_event_init(lode_event_t *ev, lode_eq_t *eq)
+{
+	if (!ev || !eq)
+		return -EFAULT;
+	if (ev->priv.state == 1 && ev->priv.eq)
+		return -EBUSY;
+	memset(&ev->priv, 0, sizeof(ev->priv));
+	ev->priv.eq = eq;
+	ev->rc = 0;
+	return 0;
+}
+
+static int eq_attach(lode_event_t *ev, lode_conn_t *c)
+{
+	lode_eq_t *eq = ev->priv.eq;
+	unsigned i;
+
+	if (!eq)
+		return -EINVAL;
+	if (ev->priv.state == 1)
+		return -EBUSY;
+	pthread_mutex_lock(&eq->lock);
+	for (i = 0; i < eq->nconns && eq->conns[i] != c; i++)
+		;
+	if (i == eq->nconns) {
+		if (eq->nconns == eq->conns_cap) {
+			unsigned cap = eq->conns_cap ? 2 * eq->conns_cap : 4;
+			lode_conn_t **nc = realloc(eq->conns, cap * sizeof(*nc));
+
+			if (!nc) {
+				pthread_mutex_unlock(&eq->lock);
+				return -ENOMEM;
+			}
+			eq->conns = nc;
+			eq->conns_cap = cap;
+		}
+		eq->conns[eq->nconns++] = c;
+	}
+	ev->priv.state = 1;
+	ev->priv.next = NULL;
+	eq->inflight++;
+	pthread_mutex_unlock(&eq->lock);
+	return 0;
+}
+
+/* Undo eq_attach for a call that was refused. */
+static void eq_detach(lode_event_t *ev)
+{
+	lode_eq_t *eq = ev->priv.eq;
+
+	pthread_mutex_lock(&eq->lock);
+	ev->priv.state = 0;
+	eq->inflight--;
+	pthread_mutex_unlock(&eq->lock);
+}
+
+static void eq_complete(lode_event_t *ev)
+{
+	lode_eq_t *eq = ev->priv.eq;
+
+	pthread_mutex_lock(&eq->lock);
+	ev->priv.state = 2;
+	ev->priv.next = NULL;
+	if (eq->tail)
+		eq->tail->priv.next = ev;
+	else
+		eq->head = ev;
+	eq->tail = ev;
+	pthread_mutex_unlock(&eq->lock);
+}
+
+static unsigned eq_take(lode_eq_t *eq, unsigned max, lode_event_t **evs)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&eq->lock);
+	while (n < max && eq->head) {
+		lode_event_t *ev = eq->head;
+
+		eq->head = ev->priv.next;
+		if (!eq->head)
+			eq->tail = NULL;
+		ev->priv.state = 0;
+		ev->priv.next = NULL;
+		eq->inflight--;
+		evs[n++] = ev;
+	}
+	pthread_mutex_unlock(&eq->lock);
+	return n;
+}
+
+int lode_eq_poll(lode_eq_t *eq, unsigned min, unsigned max, int64_t timeout_us,
+		 lode_event_t **evs)
+{
+	int64_t start = now_us(), idle_since = start;
+	unsigned got = 0;
+
+	if (!eq || (max && !evs))
+		return -EFAULT;
+	if (min > max)
+		return -EINVAL;
+	for (;;) {
+		unsigned progressed = 0, nconns, inflight;
+
+		pthread_mutex_lock(&eq->lock);
+		nconns = eq->nconns;
+		pthread_mutex_unlock(&eq->lock);
+		for (unsigned i = 0; i < nconns; i++) {
+			lode_conn_t *c;
+
+			pthread_mutex_lock(&eq->lock);
+			c = eq->conns[i];
+			pthread_mutex_unlock(&eq->lock);
+			pthread_mutex_lock(&c->lock);
+			progressed += conn_progress(c);
+			pthread_mutex_unlock(&c->lock);
+		}
+		got += eq_take(eq, max - got, evs + got);
+		if (got >= max || got >= min)
+			break;
+		pthread_mutex_lock(&eq->lock);
+		inflight = eq->inflight;
+		pthread_mutex_unlock(&eq->lock);
+		if (inflight == 0)
+			break; /* nothing more can complete */
+		if (timeout_us >= 0 && now_us() - start >= timeout_us)
+			break;
+		if (progressed) {
+			idle_since = now_us();
+		} else if (now_us() - idle_since > SPIN_US) {
+			if (nconns == 1) {
+				lode_conn_t *c = eq->conns[0];
+
+				pthread_mutex_lock(&c->lock);
+				conn_sleep(c, 1);
+				pthread_mutex_unlock(&c->lock);
+			} else {
+				usleep(50);
+			}
+		}
+	}
+	return (int)got;
+}
+
+unsigned lode_eq_inflight(lode_eq_t *eq)
+{
+	return eq ? eq->inflight : 0;
+}
+
+/* ---- connecting ---------------------------------------------------------------- */
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+	lode_conn_t *c = arg;
+
+	/* Runs inside ucp_worker_progress, with the connection's lock held. */
+	conn_fail(c, st == UCS_ERR_ENDPOINT_TIMEOUT ? -ETIMEDOUT : -ECONNRESET);
+}
+
+static const char *default_addr(char *buf, size_t cap)
+{
+	const char *env = getenv("LODE_ADDR"), *file = getenv("LODE_ADDR_FILE");
+	char path[4096];
+	FILE *f;
+
+	if (env && *env)
+		return env;
+	if (!file || !*file) {
+		const char *home = getenv("HOME");
+
+		snprintf(path, sizeof(path), "%s/.local/state/lode/addr", home ? home : "/");
+		file = path;
+	}
+	if ((f = fopen(file, "r"))) {
+		if (fgets(buf, (int)cap, f)) {
+			buf[strcspn(buf, " \r\n")] = 0;
+			fclose(f);
+			if (*buf)
+				return buf;
+		} else {
+			fclose(f);
+		}
+	}
+	return "127.0.0.1:7420";
+}
+
+/* The bootstrap: ask loded for its targets' worker addresses. */
+static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **msg,
+		struct net_welcome *w)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	uint8_t hello[NET_HELLO_SIZE];
+	size_t len;
+	int fd, rc, one = 1;
+
+	if ((rc = net_addr_parse(addr, LODE_PORT_DEFAULT, &ss, &sl)) < 0)
+		return rc;
+	*loopback = net_addr_is_loopback(&ss);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	net_hello_encode(hello);
+	rc = net_frame_send(fd, hello, sizeof(hello), timeout_ms);
+	if (rc == 0)
+		rc = net_frame_recv(fd, NET_BOOT_MAX, timeout_ms, msg, &len);
+	close(fd);
+	if (rc == -ECONNRESET)
+		rc = -EPROTO; /* it closed on our hello: not a loded */
+	if (rc < 0)
+		return rc;
+	if ((rc = net_welcome_decode(*msg, len, w)) < 0 || (rc = w->status) < 0 ||
+	    w->ntargets == 0) {
+		free(*msg);
+		*msg = NULL;
+		return rc < 0 ? rc : -EPROTO;
+	}
+	return 0;
+}
+
+static int choose_transport(const struct lode_conn_opts *opts, const struct net_welcome *w,
+			    uint32_t *tp)
+{
+	const char *name = opts && opts->transport ? opts->transport : getenv("LODE_TRANSPORT");
+	char host[256] = {0};
+	uint32_t want;
+	int rc;
+
+	if ((rc = net_transport_parse(name && *name ? name : "auto", &want)) < 0)
+		return rc;
+	if (want) {
+		*tp = want;
+		return (w->transports & want) ? 0 : -EPROTONOSUPPORT;
+	}
+	gethostname(host, sizeof(host) - 1);
+	if ((w->transports & NET_TP_SHM) && strcmp(host, w->host) == 0)
+		*tp = NET_TP_SHM;
+	else if ((w->transports & NET_TP_RDMA) && (net_transports_probe() & NET_TP_RDMA))
+		*tp = NET_TP_RDMA;
+	else
+		*tp = NET_TP_TCP;
+	return (w->transports & *tp) ? 0 : -EPROTONOSUPPORT;
+}
+
+static int conn_eps(lode_conn_t *c, const struct net_welcome *w)
+{
+	for (unsigned i = 0; i < c->ntargets; i++) {
+		ucp_ep_params_t ep = {0};
+		ucs_status_t st;
+
+		ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+				UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+		ep.address = (const ucp_address_t *)w->addr[i];
+		/* UCX 1.13's shared-memory transports cannot report a dead peer, and
+		 * refuse to carry messages for an endpoint that asks them to; there
+		 * the request timeout is what notices a dead server. */
+		ep.err_mode = (c->transport == NET_TP_SHM || getenv("LODE_ERRNONE")) ? UCP_ERR_HANDLING_MODE_NONE
+							 : UCP_ERR_HANDLING_MODE_PEER;
+		ep.err_handler.cb = ep_error;
+		ep.err_handler.arg = c;
+		st = ucp_ep_create(c->w[i].worker, &ep, &c->eps[i]);
+		if (st != UCS_OK) {
+			c->eps[i] = NULL;
+			return net_ucs_errno(st);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Flush every endpoint: this returns once each endpoint's wire-up finished
+ * in both directions. UCX 1.13's loded side aborts if a client dies while
+ * its half of the wire-up is still pending, so no connection is handed to
+ * the caller before that window has closed.
+ */
+static int conn_settle(lode_conn_t *c)
+{
+	ucs_status_ptr_t sps[NET_TARGETS_MAX] = {0};
+	int64_t until = now_us() + (int64_t)c->timeout_ms * 1000;
+	int rc = 0;
+	bool busy;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->ntargets; i++) {
+		ucp_request_param_t p = {0};
+
+		sps[i] = ucp_ep_flush_nbx(c->eps[i], &p);
+		if (UCS_PTR_IS_ERR(sps[i]))
+			rc = net_ucs_errno(UCS_PTR_STATUS(sps[i]));
+	}
+	do {
+		busy = false;
+		conn_progress(c);
+		for (unsigned i = 0; i < c->ntargets; i++) {
+			ucs_status_t st;
+
+			if (!sps[i] || UCS_PTR_IS_ERR(sps[i]))
+				continue;
+			st = ucp_request_check_status(sps[i]);
+			if (st == UCS_INPROGRESS) {
+				busy = true;
+				continue;
+			}
+			if (st != UCS_OK && rc == 0)
+				rc = net_ucs_errno(st);
+			ucp_request_free(sps[i]);
+			sps[i] = NULL;
+		}
+	} while (busy && now_us() < until);
+	for (unsigned i = 0; i < c->ntargets; i++)
+		if (sps[i] && !UCS_PTR_IS_ERR(sps[i]))
+			ucp_request_free(sps[i]);
+	pthread_mutex_unlock(&c->lock);
+	return busy ? -ETIMEDOUT : rc;
+}
+
+static void session_done(struct creq *r)
+{
+	if (r->rc == 0)
+		r->c->session[r->tgt] = (uint32_t)r->val;
+}
+
+/* Give every target our worker's address, so that it can reach our memory by RMA. */
+static int conn_sessions(lode_conn_t *c)
+{
+	for (unsigned i = 0; i < c->ntargets; i++) {
+		ucp_address_t *addr;
+		size_t len;
+		struct creq *r;
+		int rc;
+
+		rc = net_ucs_errno(ucp_worker_get_address(c->w[i].worker, &addr, &len));
+		if (rc < 0)
+			return rc;
+		if (!(r = creq_new(c, NET_OP_HELLO, i))) {
+			ucp_worker_release_address(c->w[i].worker, addr);
+			return -ENOMEM;
+		}
+		r->out = addr;
+		r->out_len = len;
+		r->on_done = session_done;
+		rc = creq_submit(r, NULL, NULL);
+		ucp_worker_release_address(c->w[i].worker, addr);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
+{
+	ucp_am_handler_param_t hp = {0};
+	struct net_welcome w;
+	char abuf[256];
+	const char *bulk = getenv("LODE_BULK"), *tmo = getenv("LODE_TIMEOUT_MS");
+	lode_conn_t *c;
+	bool loopback;
+	void *msg = NULL;
+	int rc;
+
+	if (!conn_out)
+		return -EFAULT;
+	if (!(c = calloc(1, sizeof(*c))))
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	c->epfd = -1;
+	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
+			: tmo && atoi(tmo) > 0 ? (unsigned)atoi(tmo)
+					       : TIMEOUT_DEFAULT_MS;
+	if (!addr)
+		addr = default_addr(abuf, sizeof(abuf));
+	snprintf(c->server, sizeof(c->server), "%s", addr);
+	if ((rc = boot(addr, c->timeout_ms, &loopback, &msg, &w)) < 0)
+		goto fail;
+	c->ntargets = w.ntargets;
+	c->inline_max = w.inline_max;
+	if ((rc = choose_transport(opts, &w, &c->transport)) < 0)
+		goto fail;
+	if (bulk && strcmp(bulk, "rma") == 0)
+		c->rma = true;
+	else if (bulk && strcmp(bulk, "am") == 0)
+		c->rma = false;
+	else if (w.bulk == NET_BULK_RMA || w.bulk == NET_BULK_AM)
+		c->rma = w.bulk == NET_BULK_RMA;
+	else
+		c->rma = c->transport != NET_TP_TCP; /* see docs/decisions/0004 */
+	if ((rc = net_context_create(c->transport, loopback, &c->ctx)) < 0)
+		goto fail;
+	if ((c->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	for (unsigned i = 0; i < c->ntargets; i++) {
+		struct conn_worker *cw = &c->w[i];
+		struct epoll_event ev = {.events = EPOLLIN};
+
+		cw->c = c;
+		cw->idx = i;
+		if ((rc = net_worker_create(c->ctx, &cw->worker)) < 0)
+			goto fail;
+		hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+				UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+		hp.id = NET_AM_REPLY;
+		hp.cb = on_reply;
+		hp.arg = cw;
+		hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+		if ((rc = net_ucs_errno(ucp_worker_set_am_recv_handler(cw->worker, &hp))) < 0)
+			goto fail;
+		if ((rc = net_ucs_errno(ucp_worker_get_efd(cw->worker, &cw->efd))) < 0)
+			goto fail;
+		if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, cw->efd, &ev) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+	}
+	if ((rc = conn_eps(c, &w)) < 0)
+		goto fail;
+	free(msg);
+	msg = NULL;
+	/* One round trip to every target proves the endpoints work. */
+	for (unsigned i = 0; i < c->ntargets; i++) {
+		struct creq *r = creq_new(c, NET_OP_PING, i);
+
+		if (!r) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		if ((rc = creq_submit(r, NULL, NULL)) < 0)
+			goto fail;
+	}
+	if ((rc = conn_settle(c)) < 0)
+		goto fail;
+	if (c->rma && (rc = conn_sessions(c)) < 0)
+		goto fail;
+	*conn_out = c;
+	return 0;
+fail:
+	free(msg);
+	lode_disconnect(c);
+	return rc;
+}
+
+int lode_disconnect(lode_conn_t *c)
+{
+	struct creq *r;
+
+	if (!c)
+		return 0;
+	/* End our sessions, so targets drop their endpoints to us now. */
+	for (unsigned i = 0; i < c->ntargets && !c->failed; i++) {
+		struct creq *bye;
+
+		if (c->session[i] && (bye = creq_new(c, NET_OP_BYE, i)))
+			creq_submit(bye, NULL, NULL);
+		c->session[i] = 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (c->w[0].worker) {
+		/* Cancel what is in flight; close the endpoints politely otherwise. */
+		if (c->head) {
+			conn_fail(c, -ECANCELED);
+		} else {
+			/* A flushing close tells the server the endpoint is gone, so it
+			 * never sends to a worker that no longer exists. */
+			ucs_status_ptr_t sps[NET_TARGETS_MAX] = {0};
+			int64_t until = now_us() + 1000000;
+			bool busy;
+
+			for (unsigned i = 0; i < c->ntargets; i++) {
+				ucp_request_param_t p = {0};
+
+				if (!c->eps[i])
+					continue;
+				sps[i] = ucp_ep_close_nbx(c->eps[i], &p);
+				c->eps[i] = NULL;
+			}
+			do {
+				busy = false;
+				conn_progress(c);
+				for (unsigned i = 0; i < c->ntargets; i++) {
+					if (!sps[i] || UCS_PTR_IS_ERR(sps[i]))
+						continue;
+					if (ucp_request_check_status(sps[i]) != UCS_INPROGRESS) {
+						ucp_request_free(sps[i]);
+						sps[i] = NULL;
+					} else {
+						busy = true;
+					}
+				}
+			} while (busy && now_us() < until);
+			for (unsigned i = 0; i < c->ntargets; i++)
+				if (sps[i] && !UCS_PTR_IS_ERR(sps[i]))
+					ucp_request_free(sps[i]);
+		}
+		for (int i = 0; i < 100 && c->head; i++)
+			conn_progress(c);
+	}
+	for (unsigned i = 0; i < c->nbufs; i++) {
+		ucp_rkey_buffer_release(c->bufs[i].rkey_buf);
+		ucp_mem_unmap(c->ctx, c->bufs[i].memh);
+	}
+	while ((r = c->free_reqs)) {
+		c->free_reqs = r->next;
+		free(r);
+	}
+	for (unsigned i = 0; i < NET_TARGETS_MAX; i++)
+		if (c->w[i].worker)
+			ucp_worker_destroy(c->w[i].worker);
+	if (c->epfd >= 0)
+		close(c->epfd);
+	if (c->ctx)
+		ucp_cleanup(c->ctx);
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_destroy(&c->lock);
+	free(c->bufs);
+	free(c->slots);
+	free(c->free_slots);
+	free(c);
+	return 0;
+}
+
+int lode_conn_query(lode_conn_t *c, struct lode_conn_info *info)
+{
+	if (!c || !info)
+		return -EFAULT;
+	memset(info, 0, sizeof(*info));
+	snprintf(info->transport, sizeof(info->transport), "%s", net_transport_name(c->transport));
+	snprintf(info->bulk, sizeof(info->bulk), "%s", c->rma ? "rma" : "am");
+	info->ntargets = c->ntargets;
+	info->inline_max = c->inline_max;
+	snprintf(info->server, sizeof(info->server), "%s", c->server);
+	return c->failed ? -ENOTCONN : 0;
+}
+
+unsigned conn_target_of(const lode_conn_t *c, struct lode_oid oid, const void *dkey, size_t len)
+{
+	/* FNV-1a over the dkey, mixed with the oid (splitmix64's finaliser). */
+	uint64_t h = 0xcbf29ce484222325ull;
+	const uint8_t *p = dkey;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	h ^= oid.hi * 0x9e3779b97f4a7c15ull ^ oid.lo;
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	return (unsigned)(h % c->ntargets);
+}

@@ -1,0 +1,58 @@
+/*
+ * loded's configuration: a YAML file and command-line flags, flags winning.
+ * See `loded --help` (srv_config_usage) for every setting.
+ */
+#ifndef LODE_SERVER_CONFIG_H
+#define LODE_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SRV_TARGETS_MAX 64
+
+struct srv_config {
+	char listen[256];       /* "host:port" of the bootstrap socket; default "127.0.0.1:7420" */
+	unsigned targets;       /* number of targets, 1..SRV_TARGETS_MAX; default 1 */
+	char path[4096];        /* storage directory; target i lives in <path>/tgt<i>; default "./lode-data" */
+	bool ram;               /* RAM mode (path should be on tmpfs); default false */
+	uint64_t capacity;      /* extent file size per target in bytes; default 0 (engine's 1 GiB) */
+	char transport[16];     /* "auto", "tcp", "shm", "rdma"; default "auto" */
+	char bulk[8];           /* how large values move: "auto", "rma", "am"; default "auto" */
+	uint32_t inline_max;    /* values up to this many bytes travel inside messages; default 8192 */
+	unsigned poll_us;       /* busy-poll this long after the last request before sleeping; default 1000 */
+	char pidfile[4096];     /* write the pid here once serving; default "" (none) */
+	char addrfile[4096];    /* write the listen address here once serving; default "" (none) */
+	bool foreground;        /* unused by the daemon itself (make up backgrounds it); default true */
+};
+
+/* Fill c with the defaults above. */
+void srv_config_defaults(struct srv_config *c);
+
+/*
+ * Load a YAML file: a mapping of the setting names above ("listen", "targets",
+ * "path", "ram", "capacity", "transport", "bulk", "inline_max", "poll_us",
+ * "pidfile", "addrfile") to scalars. Sizes accept K, M, G, T suffixes
+ * (powers of 1024). Unknown keys, bad values and YAML errors fail with a
+ * message naming the file, line and key written to err (errlen bytes).
+ * Errors: -ENOENT (no such file), -EINVAL (bad content).
+ */
+int srv_config_load(struct srv_config *c, const char *file, char *err, size_t errlen);
+
+/*
+ * Parse argv: --config FILE is applied first (wherever it appears), then
+ * every other flag overrides it: --listen, --targets, --path, --ram,
+ * --capacity, --transport, --bulk, --inline-max, --poll-us, --pidfile,
+ * --addrfile; -h/--help sets *help. Errors: -EINVAL with a one-line message
+ * in err.
+ */
+int srv_config_parse_args(struct srv_config *c, int argc, char **argv, bool *help, char *err,
+			  size_t errlen);
+
+/* Check consistency (ranges, known transport and bulk names). Errors: -EINVAL + message. */
+int srv_config_check(const struct srv_config *c, char *err, size_t errlen);
+
+/* Print the --help text: usage, every flag and YAML key with its default, an example file. */
+void srv_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,224 @@
+/*
+ * loded: the Lode storage daemon.
+ *
+ * The main thread reads the configuration, starts the target threads
+ * (service.c), and then serves the bootstrap socket: a client connects,
+ * says hello, and gets the targets' UCX worker addresses, after which it
+ * talks to each target directly. SIGTERM or SIGINT stops accepting, lets
+ * every target finish what it has in flight, closes the engines and exits 0.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lode/lode.h"
+#include "net/net.h"
+#include "server/config.h"
+#include "server/srv.h"
+
+#define BOOT_TIMEOUT_MS 2000
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	if (write(sig_pipe[1], &c, 1) < 0) {
+		/* The pipe is full: a stop is already pending. */
+	}
+	errno = saved;
+}
+
+static int listen_on(const char *addr, int *fd_out)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, one = 1, rc;
+
+	if ((rc = net_addr_parse(addr, LODE_PORT_DEFAULT, &ss, &len)) < 0)
+		return rc;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 128) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+/* Answer one client's hello with the welcome; the socket is closed after. */
+static void greet(struct srv *s, int fd)
+{
+	struct net_welcome w = {0};
+	size_t cap = 4096, len;
+	uint8_t *out;
+	void *hello;
+	int rc, one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	rc = net_frame_recv(fd, 64, BOOT_TIMEOUT_MS, &hello, &len);
+	if (rc == 0) {
+		rc = net_hello_decode(hello, len);
+		free(hello);
+	}
+	if (rc < 0 && rc != -EPROTONOSUPPORT)
+		return; /* not a Lode client: nothing sensible to answer */
+	w.status = rc;
+	w.ntargets = (uint16_t)s->ntargets;
+	w.inline_max = s->cfg->inline_max;
+	w.transports = s->transports;
+	w.bulk = s->bulk;
+	w.pid = (uint32_t)getpid();
+	gethostname(w.host, sizeof(w.host) - 1);
+	for (unsigned i = 0; i < s->ntargets; i++) {
+		const void *a;
+		size_t al;
+
+		srv_tgt_address(s, i, &a, &al);
+		w.addr[i] = a;
+		w.addr_len[i] = (uint32_t)al;
+		cap += 4 + al;
+	}
+	if (!(out = malloc(cap)))
+		return;
+	rc = net_welcome_encode(&w, out, cap);
+	if (rc > 0)
+		net_frame_send(fd, out, (size_t)rc, BOOT_TIMEOUT_MS);
+	free(out);
+}
+
+static int write_file(const char *path, const char *text)
+{
+	char tmp[4200];
+	FILE *f;
+
+	if (!path[0])
+		return 0;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (!(f = fopen(tmp, "w")))
+		return -errno;
+	fprintf(f, "%s\n", text);
+	if (fclose(f) != 0 || rename(tmp, path) != 0)
+		return -errno;
+	return 0;
+}
+
+static int transports_of(const struct srv_config *c, uint32_t *bits)
+{
+	uint32_t want;
+	int rc = net_transport_parse(c->transport, &want);
+
+	if (rc < 0)
+		return rc;
+	*bits = net_transports_probe();
+	if (want)
+		*bits &= want;
+	return *bits ? 0 : -EPROTONOSUPPORT;
+}
+
+int main(int argc, char **argv)
+{
+	static struct srv_config cfg;
+	static struct srv s;
+	struct sigaction sa = {0};
+	char err[512], text[64];
+	bool help = false, loopback;
+	int lfd = -1, rc;
+
+	srv_config_defaults(&cfg);
+	if (srv_config_parse_args(&cfg, argc, argv, &help, err, sizeof(err)) < 0 ||
+	    (!help && srv_config_check(&cfg, err, sizeof(err)) < 0)) {
+		fprintf(stderr, "loded: %s\n", err);
+		fprintf(stderr, "Try 'loded --help'.\n");
+		return 2;
+	}
+	if (help) {
+		srv_config_usage(stdout);
+		return 0;
+	}
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return 1;
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	s.cfg = &cfg;
+	if ((rc = transports_of(&cfg, &s.transports)) < 0) {
+		fprintf(stderr, "loded: transport %s is not available on this host\n", cfg.transport);
+		return 1;
+	}
+	s.bulk = strcmp(cfg.bulk, "rma") == 0 ? NET_BULK_RMA
+		 : strcmp(cfg.bulk, "am") == 0 ? NET_BULK_AM
+					       : 0;
+	/* Listening on loopback means clients are on this host: tcp then runs over lo too. */
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl;
+
+		loopback = net_addr_parse(cfg.listen, LODE_PORT_DEFAULT, &ss, &sl) == 0 &&
+			   net_addr_is_loopback(&ss);
+	}
+	if ((rc = net_context_create(s.transports, loopback, &s.ctx)) < 0) {
+		fprintf(stderr, "loded: UCX: %s\n", lode_strerror(rc));
+		return 1;
+	}
+	if ((rc = listen_on(cfg.listen, &lfd)) < 0) {
+		fprintf(stderr, "loded: listen on %s: %s\n", cfg.listen, lode_strerror(rc));
+		ucp_cleanup(s.ctx);
+		return 1;
+	}
+	if ((rc = srv_start(&s)) < 0) {
+		fprintf(stderr, "loded: start: %s\n", lode_strerror(rc));
+		close(lfd);
+		ucp_cleanup(s.ctx);
+		return 1;
+	}
+	srv_log("serving %u target(s) from %s (%s) on %s, transports:%s%s%s", s.ntargets,
+		cfg.path, cfg.ram ? "RAM" : "disk", cfg.listen,
+		s.transports & NET_TP_TCP ? " tcp" : "", s.transports & NET_TP_SHM ? " shm" : "",
+		s.transports & NET_TP_RDMA ? " rdma" : "");
+	snprintf(text, sizeof(text), "%d", (int)getpid());
+	if (write_file(cfg.pidfile, text) < 0 || write_file(cfg.addrfile, cfg.listen) < 0)
+		srv_log("cannot write the pid or address file: %s", strerror(errno));
+
+	for (;;) {
+		struct pollfd pfd[2] = {{lfd, POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
+		int fd;
+
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		greet(&s, fd);
+		close(fd);
+	}
+	srv_log("stopping: draining in-flight requests");
+	close(lfd);
+	srv_stop(&s);
+	ucp_cleanup(s.ctx);
+	if (cfg.pidfile[0])
+		unlink(cfg.pidfile);
+	srv_log("stopped");
+	return 0;
+}

@@ -1,0 +1,1173 @@
+/*
+ * The target threads of loded.
+ *
+ * Each target is one thread that owns one engine target and one UCX worker;
+ * a client holds one endpoint per target, so every request reaches the
+ * thread that owns its shard and nothing on the I/O path takes a lock.
+ *
+ * A request lives in a struct srv_op from its Active Message to the
+ * completion of its reply:
+ *
+ *   on_request (UCX callback)  decode header and arguments, copy an eager
+ *                              value, queue the op
+ *   op_run (the thread's loop) receive a rendezvous value, or GET an RMA
+ *                              value from the client; then call the engine
+ *   eng_done (engine callback) PUT a fetched value to the client and flush,
+ *                              or attach it as the reply's data
+ *   op_reply                   send the reply; its completion frees the op
+ *
+ * UCX callbacks only decode and queue: the thread's loop does the rest, so
+ * no UCX call is made from inside ucp_worker_progress().
+ *
+ * Epochs come from one hybrid clock shared by the process's targets, so an
+ * epoch taken for a snapshot on one target orders against updates on all.
+ */
+#include "server/srv.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "net/net.h"
+
+#define LIST_BYTES_MAX (1u << 20) /* most key bytes one list reply carries */
+#define LIST_OIDS_MAX 4096u
+#define SNAPS_MAX 65536u
+#define SESSIONS_MAX 4096u /* clients with an RMA endpoint, per target */
+#define RKEYS_CACHED 32u   /* unpacked rkeys kept per session */
+
+/*
+ * A client's session: the endpoint RMA runs on, and the rkeys of its
+ * long-lived registrations (lode_buf_alloc), unpacked once. Unpacking a
+ * shared-memory rkey maps the client's segment, and mapping it per request
+ * costs more than moving the data (docs/decisions/0004).
+ */
+struct session {
+	ucp_ep_h ep;
+	struct {
+		uint64_t reg;   /* the client's registration id; 0: free slot */
+		ucp_rkey_h rkey;
+		unsigned refs;  /* ops using it now */
+	} rk[RKEYS_CACHED];
+	unsigned rk_next;
+};
+
+enum op_stage {
+	ST_NEW,      /* decoded, nothing started */
+	ST_RECV,     /* a rendezvous value waits to be received */
+	ST_VALUE_IN, /* an update's value is in buf: hand it to the engine */
+	ST_REPLY,    /* the result is known: send the reply */
+};
+
+struct srv_op {
+	struct srv_tgt *t;
+	struct srv_op *next;
+	ucp_ep_h ep;
+	struct net_hdr hdr;
+	struct net_args a;
+	enum op_stage stage;
+	int rc;
+	void *rndv;                 /* UCX data descriptor while ST_RECV */
+	uint8_t *buf;               /* engine buffer: value in or out, list items */
+	size_t buf_len;
+	const void *data;           /* reply data */
+	size_t data_len;
+	uint64_t val;               /* reply val */
+	uint32_t fetched;           /* eng_sv_fetch's length */
+	ucp_rkey_h rkey;
+	int rk_slot;                /* rkey is the session's cached one in this slot, or -1 */
+	ucp_ep_h rma_ep;            /* the session's endpoint, for RMA */
+	/* Not cleared between uses: */
+	struct eng_anchor anchor;
+	uint8_t args[NET_ARGS_MAX]; /* a's pointers point here */
+	uint8_t rhdr[NET_HDR_SIZE + 16 + 2 + LODE_KEY_MAX + 4];
+};
+
+struct srv_tgt {
+	struct srv *s;
+	unsigned idx;
+	struct eng_target *eng;
+	ucp_worker_h worker;
+	ucp_address_t *addr;
+	size_t addr_len;
+	ucp_mem_h arena_memh;
+	void *arena;
+	size_t arena_len;
+	int epfd;
+	pthread_t thread;
+	bool started;
+	struct srv_op *ready, *ready_tail; /* ops for the loop to run */
+	struct srv_op *free_ops;
+	unsigned inflight;                 /* ops taken and not yet freed */
+	uint64_t requests, errors;
+	bool failed_logged;
+	/*
+	 * Sessions: endpoints this target made to clients' workers. RMA runs on
+	 * these, not on the endpoint a request came in on, because UCX 1.13
+	 * cannot do RMA on an endpoint it created for replies.
+	 */
+	struct session *sessions[SESSIONS_MAX];
+	unsigned session_hint;
+};
+
+static const struct lode_uuid root_cont = NET_ROOT_CONT_INIT;
+
+void srv_log(const char *fmt, ...)
+{
+	char ts[32];
+	struct timespec now;
+	struct tm tm;
+	va_list ap;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	localtime_r(&now.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+	va_start(ap, fmt);
+	flockfile(stderr);
+	fprintf(stderr, "%s loded: ", ts);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	funlockfile(stderr);
+	va_end(ap);
+}
+
+/* ---- the epoch clock ----------------------------------------------------- */
+
+static _Atomic uint64_t hlc_last;
+
+static lode_epoch_t hlc_now(void)
+{
+	struct timespec ts;
+	uint64_t now, last = atomic_load(&hlc_last), next;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	do {
+		next = now > last ? now : last + 1;
+	} while (!atomic_compare_exchange_weak(&hlc_last, &last, next));
+	return next;
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static struct srv_op *op_get(struct srv_tgt *t)
+{
+	struct srv_op *op = t->free_ops;
+
+	if (op)
+		t->free_ops = op->next;
+	else if (!(op = malloc(sizeof(*op))))
+		return NULL;
+	memset(op, 0, offsetof(struct srv_op, anchor));
+	op->t = t;
+	op->rk_slot = -1;
+	op->anchor.eof = 0;
+	op->anchor.len = 0;
+	t->inflight++;
+	return op;
+}
+
+static void rkey_unref(struct srv_op *op)
+{
+	uint32_t sn = op->hdr.session;
+	struct session *ss = sn && sn <= SESSIONS_MAX ? op->t->sessions[sn - 1] : NULL;
+
+	/* A session that ended destroyed its rkeys already. */
+	if (ss && ss->ep == op->rma_ep && ss->rk[op->rk_slot].refs)
+		ss->rk[op->rk_slot].refs--;
+}
+
+/*
+ * The rkey for op's RMA: the session's cached one for a long-lived
+ * registration, unpacked and cached on first use; else unpacked for this
+ * op alone. Errors: -EPROTO (no session, or an rkey UCX refuses).
+ */
+static int op_rkey(struct srv_op *op, struct session *ss)
+{
+	uint64_t reg = op->a.rma_reg;
+	unsigned i, free_slot = RKEYS_CACHED;
+
+	op->rk_slot = -1;
+	if (!ss)
+		return -EPROTO;
+	op->rma_ep = ss->ep;
+	if (reg) {
+		for (i = 0; i < RKEYS_CACHED; i++) {
+			if (ss->rk[i].reg == reg) {
+				ss->rk[i].refs++;
+				op->rkey = ss->rk[i].rkey;
+				op->rk_slot = (int)i;
+				return 0;
+			}
+		}
+		/* Replace an idle entry, round robin. */
+		for (unsigned n = 0; n < RKEYS_CACHED; n++) {
+			i = (ss->rk_next + n) % RKEYS_CACHED;
+			if (ss->rk[i].refs == 0) {
+				free_slot = i;
+				break;
+			}
+		}
+	}
+	if (ucp_ep_rkey_unpack(ss->ep, op->a.rkey, &op->rkey) != UCS_OK) {
+		op->rkey = NULL;
+		return -EPROTO;
+	}
+	if (free_slot < RKEYS_CACHED) {
+		if (ss->rk[free_slot].reg)
+			ucp_rkey_destroy(ss->rk[free_slot].rkey);
+		ss->rk[free_slot].reg = reg;
+		ss->rk[free_slot].rkey = op->rkey;
+		ss->rk[free_slot].refs = 1;
+		ss->rk_next = (free_slot + 1) % RKEYS_CACHED;
+		op->rk_slot = (int)free_slot;
+	}
+	return 0;
+}
+
+static void op_put(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+
+	if (op->rk_slot >= 0)
+		rkey_unref(op);
+	else if (op->rkey)
+		ucp_rkey_destroy(op->rkey);
+	if (op->buf)
+		eng_buf_free(t->eng, op->buf);
+	op->next = t->free_ops;
+	t->free_ops = op;
+	t->inflight--;
+}
+
+static void op_queue(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+
+	op->next = NULL;
+	if (t->ready_tail)
+		t->ready_tail->next = op;
+	else
+		t->ready = op;
+	t->ready_tail = op;
+}
+
+static void *op_buf(struct srv_op *op, size_t len)
+{
+	op->buf = eng_buf_alloc(op->t->eng, len ? len : 1);
+	op->buf_len = len;
+	return op->buf;
+}
+
+/* The op's session endpoint, if the session still lives (it may end while the op waits). */
+static bool op_session_alive(struct srv_op *op)
+{
+	uint32_t sn = op->hdr.session;
+
+	return sn && sn <= SESSIONS_MAX && op->t->sessions[sn - 1] && op->rma_ep &&
+	       op->t->sessions[sn - 1]->ep == op->rma_ep;
+}
+
+static ucp_request_param_t op_param(struct srv_op *op, void *cb, void *buf)
+{
+	ucp_request_param_t p = {0};
+	struct srv_tgt *t = op->t;
+
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+	p.user_data = op;
+	p.cb.send = (ucp_send_nbx_callback_t)cb;
+	if (t->arena_memh && buf && (uint8_t *)buf >= (uint8_t *)t->arena &&
+	    (uint8_t *)buf < (uint8_t *)t->arena + t->arena_len) {
+		p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+		p.memh = t->arena_memh;
+	}
+	return p;
+}
+
+/*
+ * Whether a UCX operation goes on in the background: NULL means it finished
+ * at once, an error pointer that it failed (op->rc says how); anything else
+ * is a request whose callback runs later and frees it (freeing it now would
+ * silence the callback).
+ */
+static bool ucs_started(ucs_status_ptr_t sp, struct srv_op *op)
+{
+	if (sp == NULL)
+		return false;
+	if (UCS_PTR_IS_ERR(sp)) {
+		op->rc = net_ucs_errno(UCS_PTR_STATUS(sp));
+		return false;
+	}
+	return true;
+}
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static void reply_sent(void *req, ucs_status_t st, void *arg)
+{
+	ucp_request_free(req);
+	op_put(arg);
+}
+
+static void op_reply(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+	struct net_reply_args ra = {0};
+	struct net_hdr h = {0};
+	ucp_request_param_t p;
+	int has_anchor = op->rc == 0 && net_op_has_anchor(op->hdr.opcode);
+	int n;
+
+	if (op->rc < 0)
+		t->errors++;
+	if (!op->ep) {
+		op_put(op);
+		return;
+	}
+	ra.val = op->val;
+	ra.anchor.eof = op->anchor.eof;
+	ra.anchor.len = op->anchor.len;
+	ra.anchor.key = op->anchor.key;
+	n = net_reply_encode(&ra, has_anchor, op->rhdr + NET_HDR_SIZE,
+			     sizeof(op->rhdr) - NET_HDR_SIZE);
+	if (n < 0) {
+		op->rc = n;
+		n = net_reply_encode(&ra, 0, op->rhdr + NET_HDR_SIZE, sizeof(op->rhdr) - NET_HDR_SIZE);
+	}
+	h.magic = NET_MAGIC;
+	h.version = NET_VERSION;
+	h.opcode = op->hdr.opcode;
+	h.flags = NET_F_REPLY;
+	h.status = op->rc;
+	h.req_id = op->hdr.req_id;
+	h.args_len = (uint16_t)n;
+	h.target = t->idx;
+	net_hdr_encode(&h, op->rhdr);
+	if (op->rc < 0 && op->rc != -EOVERFLOW) {
+		op->data = NULL;
+		op->data_len = 0;
+	}
+	p = op_param(op, reply_sent, (void *)op->data);
+	if (!ucs_started(ucp_am_send_nbx(op->ep, NET_AM_REPLY, op->rhdr, NET_HDR_SIZE + (size_t)n,
+					 op->data, op->data_len, &p),
+			 op))
+		op_put(op);
+}
+
+/* ---- engine completions --------------------------------------------------- */
+
+static void rma_put_flushed(void *req, ucs_status_t st, void *arg)
+{
+	struct srv_op *op = arg;
+
+	if (req)
+		ucp_request_free(req);
+	if (st != UCS_OK)
+		op->rc = net_ucs_errno(st);
+	op->data = NULL;
+	op->data_len = 0;
+	op->stage = ST_REPLY;
+	op_queue(op);
+}
+
+/*
+ * A fetched value goes back either by RMA PUT into the client's buffer
+ * (then a flush, so the reply cannot overtake the data) or as the reply's
+ * AM data.
+ */
+static void fetch_out(struct srv_op *op, size_t n)
+{
+	ucp_request_param_t p;
+
+	op->data = op->buf;
+	op->data_len = n;
+	if (op->a.bulk != NET_BULK_RMA || n == 0) {
+		op_reply(op);
+		return;
+	}
+	if (!op_session_alive(op)) {
+		op->rc = -ECONNRESET;
+		op_reply(op);
+		return;
+	}
+	p = op_param(op, NULL, op->buf);
+	p.op_attr_mask &= ~(uint32_t)(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA);
+	ucs_status_ptr_t sp = ucp_put_nbx(op->rma_ep, op->buf, n, op->a.rma_addr, op->rkey, &p);
+	if (UCS_PTR_IS_ERR(sp)) {
+		op->rc = net_ucs_errno(UCS_PTR_STATUS(sp));
+		op->data = NULL;
+		op->data_len = 0;
+		op_reply(op);
+		return;
+	}
+	if (sp)
+		ucp_request_free(sp);
+	p = op_param(op, rma_put_flushed, NULL);
+	sp = ucp_ep_flush_nbx(op->rma_ep, &p);
+	if (!ucs_started(sp, op))
+		rma_put_flushed(NULL, UCS_OK, op);
+}
+
+static void eng_done(void *arg, int rc)
+{
+	struct srv_op *op = arg;
+
+	op->rc = rc;
+	switch (op->hdr.opcode) {
+	case NET_OP_SV_FETCH:
+		op->val = op->fetched;
+		if (rc == 0 || rc == -EOVERFLOW) {
+			fetch_out(op, op->fetched < op->a.len ? op->fetched : op->a.len);
+			return;
+		}
+		break;
+	case NET_OP_ARR_FETCH:
+		op->val = op->a.len;
+		if (rc == 0) {
+			fetch_out(op, op->a.len);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	op_reply(op);
+}
+
+/* ---- dispatch ----------------------------------------------------------------- */
+
+static void status_fill(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+	struct eng_stats es = {0};
+	struct net_status ns = {0};
+	struct timespec cpu;
+
+	eng_tgt_stats(t->eng, &es);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+	ns.records = es.records;
+	ns.extent_used = es.extent_used;
+	ns.extent_cap = es.extent_cap;
+	ns.requests = t->requests;
+	ns.errors = t->errors;
+	ns.cpu_ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
+	ns.ram = t->s->cfg->ram;
+	ns.direct_io = es.direct_io;
+	if (!op_buf(op, NET_STATUS_SIZE)) {
+		op->rc = -ENOMEM;
+		return;
+	}
+	net_status_encode(&ns, op->buf);
+	op->data = op->buf;
+	op->data_len = NET_STATUS_SIZE;
+}
+
+static void anchor_in(struct srv_op *op)
+{
+	op->anchor.eof = op->a.anchor.eof;
+	op->anchor.len = op->a.anchor.len;
+	if (op->a.anchor.len)
+		memcpy(op->anchor.key, op->a.anchor.key, op->a.anchor.len);
+}
+
+/* Bytes taken by n keys packed as [u16 len][bytes]. */
+static size_t packed_len(const uint8_t *p, int n)
+{
+	size_t off = 0;
+
+	for (int i = 0; i < n; i++)
+		off += 2 + ((size_t)p[off] | (size_t)p[off + 1] << 8);
+	return off;
+}
+
+static void op_list(struct srv_op *op, const struct eng_key *k)
+{
+	struct srv_tgt *t = op->t;
+	lode_epoch_t e = op->a.epoch ? op->a.epoch : LODE_EPOCH_MAX;
+	int n;
+
+	anchor_in(op);
+	if (op->hdr.opcode == NET_OP_OBJ_LIST) {
+		unsigned max = op->a.max < LIST_OIDS_MAX ? op->a.max : LIST_OIDS_MAX;
+		struct lode_oid *oids;
+
+		if (max == 0 || !op_buf(op, (size_t)max * 16)) {
+			op->rc = max ? -ENOMEM : -EINVAL;
+			return;
+		}
+		oids = malloc((size_t)max * sizeof(*oids));
+		if (!oids) {
+			op->rc = -ENOMEM;
+			return;
+		}
+		n = eng_obj_list(t->eng, k->cont, e, &op->anchor, oids, max);
+		for (int i = 0; i < n; i++) {
+			for (unsigned b = 0; b < 8; b++) {
+				op->buf[16 * i + b] = (uint8_t)(oids[i].hi >> (8 * b));
+				op->buf[16 * i + 8 + b] = (uint8_t)(oids[i].lo >> (8 * b));
+			}
+		}
+		free(oids);
+		if (n >= 0)
+			op->data_len = (size_t)n * 16;
+	} else {
+		size_t cap = op->a.max < LIST_BYTES_MAX ? op->a.max : LIST_BYTES_MAX;
+
+		if (cap == 0 || !op_buf(op, cap)) {
+			op->rc = cap ? -ENOMEM : -EOVERFLOW;
+			return;
+		}
+		n = op->hdr.opcode == NET_OP_DKEY_LIST
+			    ? eng_dkey_list(t->eng, k, e, &op->anchor, op->buf, cap)
+			    : eng_akey_list(t->eng, k, e, &op->anchor, op->buf, cap);
+		if (n >= 0)
+			op->data_len = packed_len(op->buf, n);
+	}
+	if (n < 0) {
+		op->rc = n;
+		return;
+	}
+	op->val = (uint64_t)n;
+	op->data = op->buf;
+}
+
+static void op_snap_list(struct srv_op *op)
+{
+	unsigned max = op->a.max < SNAPS_MAX ? op->a.max : SNAPS_MAX;
+	lode_epoch_t *eps = malloc(((size_t)max + 1) * sizeof(*eps));
+	int n;
+
+	if (!eps || !op_buf(op, (size_t)max * 8 + 8)) {
+		free(eps);
+		op->rc = -ENOMEM;
+		return;
+	}
+	n = eng_snap_list(op->t->eng, &op->a.cont, eps, max);
+	if (n < 0) {
+		op->rc = n;
+	} else {
+		unsigned have = (unsigned)n < max ? (unsigned)n : max;
+
+		for (unsigned i = 0; i < have; i++)
+			for (unsigned b = 0; b < 8; b++)
+				op->buf[8 * i + b] = (uint8_t)(eps[i] >> (8 * b));
+		op->val = (uint64_t)n;
+		op->data = op->buf;
+		op->data_len = (size_t)have * 8;
+	}
+	free(eps);
+}
+
+static void op_value_in(struct srv_op *op, const struct eng_key *k)
+{
+	struct srv_tgt *t = op->t;
+	lode_epoch_t e = hlc_now();
+	int rc;
+
+	if (op->hdr.opcode == NET_OP_SV_UPDATE)
+		rc = eng_sv_update(t->eng, k, e, op->buf, (uint32_t)op->a.len, eng_done, op);
+	else
+		rc = eng_arr_update(t->eng, k, e, op->a.off, op->buf, (uint32_t)op->a.len, eng_done,
+				    op);
+	if (rc < 0) {
+		op->rc = rc;
+		op_reply(op);
+	}
+}
+
+static void rma_got(void *req, ucs_status_t st, void *arg)
+{
+	struct srv_op *op = arg;
+
+	ucp_request_free(req);
+	if (st != UCS_OK)
+		op->rc = net_ucs_errno(st);
+	op->stage = ST_VALUE_IN;
+	op_queue(op);
+}
+
+/* ---- sessions ------------------------------------------------------------------ */
+
+static void session_close(struct srv_tgt *t, uint32_t sn)
+{
+	ucp_request_param_t p = {0};
+	struct session *ss;
+	ucs_status_ptr_t sp;
+
+	if (sn == 0 || sn > SESSIONS_MAX || !(ss = t->sessions[sn - 1]))
+		return;
+	for (unsigned i = 0; i < RKEYS_CACHED; i++)
+		if (ss->rk[i].reg)
+			ucp_rkey_destroy(ss->rk[i].rkey);
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+	sp = ucp_ep_close_nbx(ss->ep, &p);
+	if (sp && !UCS_PTR_IS_ERR(sp))
+		ucp_request_free(sp);
+	free(ss);
+	t->sessions[sn - 1] = NULL;
+}
+
+/* A client went away: its session ends; other clients carry on. */
+static void session_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+	struct srv_tgt *t = arg;
+
+	for (uint32_t i = 0; i < SESSIONS_MAX; i++)
+		if (t->sessions[i] && t->sessions[i]->ep == ep)
+			session_close(t, i + 1);
+}
+
+static void session_ready(void *req, ucs_status_t st, void *arg)
+{
+	struct srv_op *op = arg;
+
+	if (req)
+		ucp_request_free(req);
+	if (st != UCS_OK) {
+		session_close(op->t, (uint32_t)op->val);
+		op->rc = net_ucs_errno(st);
+	}
+	op->stage = ST_REPLY;
+	op_queue(op);
+}
+
+/*
+ * NET_OP_HELLO: make an endpoint to the client's worker and answer with its
+ * session number once the endpoint is wired up in both directions (flushed),
+ * so that no half-made endpoint outlives a client that dies right after.
+ */
+static void session_open(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+	ucp_ep_params_t ep = {0};
+	ucp_request_param_t p;
+	struct session *ss;
+	uint32_t i, n;
+	ucp_ep_h e;
+
+	for (n = 0, i = t->session_hint; n < SESSIONS_MAX && t->sessions[i]; n++)
+		i = (i + 1) % SESSIONS_MAX;
+	if (n == SESSIONS_MAX || !(ss = calloc(1, sizeof(*ss)))) {
+		op->rc = n == SESSIONS_MAX ? -EMFILE : -ENOMEM;
+		op_reply(op);
+		return;
+	}
+	ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+			UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	ep.address = (const ucp_address_t *)op->buf;
+	ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	ep.err_handler.cb = session_error;
+	ep.err_handler.arg = t;
+	if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
+		/* Shared memory cannot report dead peers (see the client). */
+		ep.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLER);
+		ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+		if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
+			free(ss);
+			op->rc = -EPROTO;
+			op_reply(op);
+			return;
+		}
+	}
+	ss->ep = e;
+	t->sessions[i] = ss;
+	t->session_hint = (i + 1) % SESSIONS_MAX;
+	op->val = i + 1;
+	p = op_param(op, session_ready, NULL);
+	if (!ucs_started(ucp_ep_flush_nbx(e, &p), op))
+		session_ready(NULL, op->rc ? UCS_ERR_IO_ERROR : UCS_OK, op);
+}
+
+/* Start the op: returns after queuing work or sending the reply. */
+static void op_dispatch(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+	struct net_args *a = &op->a;
+	struct eng_key k = {&a->cont, a->oid, a->dkey, a->dkey_len, a->akey, a->akey_len};
+	lode_epoch_t rd = a->epoch ? a->epoch : LODE_EPOCH_MAX;
+	int rc = 0;
+
+	switch (op->hdr.opcode) {
+	case NET_OP_PING:
+		break;
+	case NET_OP_STATUS:
+		status_fill(op);
+		break;
+	case NET_OP_CONT_CREATE:
+		op->rc = eng_cont_create(t->eng, &a->cont);
+		break;
+	case NET_OP_CONT_DESTROY:
+		op->rc = eng_cont_destroy(t->eng, &a->cont);
+		break;
+	case NET_OP_SNAP_CREATE:
+		op->val = a->epoch ? a->epoch : hlc_now();
+		op->rc = eng_snap_create(t->eng, &a->cont, op->val);
+		break;
+	case NET_OP_SNAP_DESTROY:
+		op->rc = eng_snap_destroy(t->eng, &a->cont, a->epoch);
+		break;
+	case NET_OP_SNAP_LIST:
+		op_snap_list(op);
+		break;
+	case NET_OP_SV_UPDATE:
+	case NET_OP_ARR_UPDATE:
+		if (a->len > LODE_IO_MAX) {
+			op->rc = -E2BIG;
+			break;
+		}
+		if (a->bulk == NET_BULK_RMA) {
+			ucp_request_param_t p;
+
+			if (!op_session_alive(op)) {
+				op->rc = -ECONNRESET;
+				break;
+			}
+			if (!op_buf(op, a->len)) {
+				op->rc = -ENOMEM;
+				break;
+			}
+			p = op_param(op, rma_got, op->buf);
+			if (!ucs_started(ucp_get_nbx(op->rma_ep, op->buf, a->len, a->rma_addr, op->rkey, &p),
+					 op)) {
+				if (op->rc == 0)
+					op_value_in(op, &k);
+				else
+					break;
+			}
+			return;
+		}
+		op_value_in(op, &k);
+		return;
+	case NET_OP_SV_FETCH:
+		if (a->len > LODE_IO_MAX) {
+			op->rc = -E2BIG;
+			break;
+		}
+		if (!op_buf(op, a->len)) {
+			op->rc = -ENOMEM;
+			break;
+		}
+		rc = eng_sv_fetch(t->eng, &k, rd, op->buf, (uint32_t)a->len, &op->fetched, eng_done, op);
+		if (rc == 0)
+			return;
+		op->rc = rc;
+		break;
+	case NET_OP_ARR_FETCH:
+		if (a->len > LODE_IO_MAX || a->len == 0) {
+			op->rc = a->len ? -E2BIG : -EINVAL;
+			break;
+		}
+		if (!op_buf(op, a->len)) {
+			op->rc = -ENOMEM;
+			break;
+		}
+		rc = eng_arr_fetch(t->eng, &k, rd, a->off, op->buf, (uint32_t)a->len, eng_done, op);
+		if (rc == 0)
+			return;
+		op->rc = rc;
+		break;
+	case NET_OP_ARR_SIZE:
+		op->rc = eng_arr_size(t->eng, &k, rd, &op->val);
+		break;
+	case NET_OP_OBJ_PUNCH:
+		k.dkey = NULL;
+		k.akey = NULL;
+		rc = eng_obj_punch(t->eng, &k, hlc_now(), eng_done, op);
+		goto async;
+	case NET_OP_DKEY_PUNCH:
+		k.akey = NULL;
+		rc = eng_dkey_punch(t->eng, &k, hlc_now(), eng_done, op);
+		goto async;
+	case NET_OP_AKEY_PUNCH:
+		rc = eng_akey_punch(t->eng, &k, hlc_now(), eng_done, op);
+		goto async;
+	case NET_OP_ARR_PUNCH:
+		rc = eng_arr_punch(t->eng, &k, hlc_now(), a->off, a->len, eng_done, op);
+		goto async;
+	case NET_OP_OBJ_LIST:
+	case NET_OP_DKEY_LIST:
+	case NET_OP_AKEY_LIST:
+		op_list(op, &k);
+		break;
+	case NET_OP_AGGREGATE:
+		op->rc = eng_aggregate(t->eng, &a->cont, a->epoch ? a->epoch : LODE_EPOCH_MAX);
+		break;
+	case NET_OP_HELLO:
+		session_open(op);
+		return;
+	case NET_OP_BYE:
+		session_close(t, op->hdr.session);
+		break;
+	default:
+		op->rc = -EOPNOTSUPP;
+		break;
+	}
+	op_reply(op);
+	return;
+async:
+	if (rc < 0) {
+		op->rc = rc;
+		op_reply(op);
+	}
+}
+
+static void rndv_done(void *req, ucs_status_t st, size_t len, void *arg)
+{
+	struct srv_op *op = arg;
+
+	ucp_request_free(req);
+	if (st != UCS_OK)
+		op->rc = net_ucs_errno(st);
+	op->rndv = NULL;
+	op->stage = ST_VALUE_IN;
+	op_queue(op);
+}
+
+static void op_run(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+
+	if (op->stage == ST_RECV) {
+		ucp_request_param_t p = op_param(op, NULL, op->buf);
+		ucs_status_ptr_t sp;
+
+		p.cb.recv_am = rndv_done;
+		sp = ucp_am_recv_data_nbx(t->worker, op->rndv, op->buf, op->a.len, &p);
+		if (ucs_started(sp, op))
+			return;
+		op->rndv = NULL;
+		op->stage = ST_VALUE_IN;
+	}
+	if (op->rc < 0 || op->stage == ST_REPLY) {
+		op_reply(op);
+	} else if (op->stage == ST_VALUE_IN) {
+		struct net_args *a = &op->a;
+		struct eng_key k = {&a->cont, a->oid, a->dkey, a->dkey_len, a->akey, a->akey_len};
+
+		op_value_in(op, &k);
+	} else {
+		op_dispatch(op);
+	}
+}
+
+/* ---- the Active Message handler ------------------------------------------------ */
+
+static bool op_has_value_in(uint16_t opcode)
+{
+	return opcode == NET_OP_SV_UPDATE || opcode == NET_OP_ARR_UPDATE;
+}
+
+static ucs_status_t on_request(void *arg, const void *header, size_t header_len, void *data,
+			       size_t len, const ucp_am_recv_param_t *param)
+{
+	struct srv_tgt *t = arg;
+	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+	struct srv_op *op;
+	const uint8_t *h = header;
+	int rc;
+
+	t->requests++;
+	op = op_get(t);
+	if (!op || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+		/* Nothing can be answered: no memory, or a sender that gave no way back. */
+		t->errors++;
+		if (op)
+			op_put(op);
+		if (rndv)
+			ucp_am_data_release(t->worker, data);
+		return UCS_OK;
+	}
+	op->ep = param->reply_ep;
+	rc = net_hdr_decode(header, header_len, &op->hdr);
+	if (rc < 0) {
+		/* Answer with whatever request id and opcode can be read. */
+		memset(&op->hdr, 0, sizeof(op->hdr));
+		if (header_len >= 24) {
+			op->hdr.opcode = (uint16_t)(h[6] | h[7] << 8);
+			for (unsigned b = 0; b < 8; b++)
+				op->hdr.req_id |= (uint64_t)h[16 + b] << (8 * b);
+		}
+	} else if (op->hdr.flags & NET_F_REPLY) {
+		rc = -EPROTO;
+	} else if (op->hdr.target != t->idx) {
+		rc = -LODE_EBADTGT;
+	} else {
+		memcpy(op->args, h + NET_HDR_SIZE + op->hdr.cap_len, op->hdr.args_len);
+		rc = net_args_decode(op->hdr.opcode, op->args, op->hdr.args_len, &op->a);
+	}
+	if (rc == 0 && atomic_load(&t->s->stop))
+		rc = -ESHUTDOWN;
+	if (rc == 0 && op->a.bulk == NET_BULK_RMA) {
+		uint32_t sn = op->hdr.session;
+
+		rc = op_rkey(op, sn && sn <= SESSIONS_MAX ? t->sessions[sn - 1] : NULL);
+	}
+	if (rc == 0 && op->hdr.opcode == NET_OP_HELLO) {
+		if (len == 0 || len > NET_WORKER_ADDR_MAX || rndv)
+			rc = -EPROTO;
+		else if (!op_buf(op, len))
+			rc = -ENOMEM;
+		else
+			memcpy(op->buf, data, len);
+	} else if (rc == 0 && op_has_value_in(op->hdr.opcode) && op->a.bulk == NET_BULK_NONE) {
+		if (len != op->a.len)
+			rc = -EPROTO;
+		else if (len > LODE_IO_MAX)
+			rc = -E2BIG;
+		else if (!op_buf(op, len))
+			rc = -ENOMEM;
+		else if (rndv) {
+			op->rndv = data;
+			op->stage = ST_RECV;
+			op_queue(op);
+			return UCS_INPROGRESS;
+		} else if (len) {
+			memcpy(op->buf, data, len);
+		}
+	} else if (rc == 0 && len) {
+		rc = -EPROTO; /* data where the opcode takes none */
+	}
+	if (rndv)
+		ucp_am_data_release(t->worker, data);
+	op->rc = rc;
+	op_queue(op);
+	return UCS_OK;
+}
+
+/* ---- the thread --------------------------------------------------------------- */
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static unsigned run_ready(struct srv_tgt *t)
+{
+	unsigned n = 0;
+
+	/* Ops queued while these run wait for the next round. */
+	struct srv_op *op = t->ready;
+
+	t->ready = t->ready_tail = NULL;
+	while (op) {
+		struct srv_op *next = op->next;
+
+		op_run(op);
+		op = next;
+		n++;
+	}
+	return n;
+}
+
+static void *tgt_main(void *arg)
+{
+	struct srv_tgt *t = arg;
+	unsigned poll_us = t->s->cfg->poll_us;
+	uint64_t last_busy = now_us();
+	char name[16];
+
+	snprintf(name, sizeof(name), "lode-tgt%u", t->idx);
+	pthread_setname_np(pthread_self(), name);
+	for (;;) {
+		unsigned n = ucp_worker_progress(t->worker);
+		int e;
+
+		n += run_ready(t);
+		e = eng_progress(t->eng);
+		if (e > 0) {
+			n += (unsigned)e;
+		} else if (e < 0 && !t->failed_logged) {
+			srv_log("target %u failed: %s", t->idx, lode_strerror(e));
+			t->failed_logged = true;
+		}
+		if (n) {
+			last_busy = now_us();
+			continue;
+		}
+		if (t->inflight || eng_inflight(t->eng))
+			continue;
+		if (atomic_load(&t->s->stop))
+			break;
+		if (now_us() - last_busy < poll_us)
+			continue;
+		/* Idle: sleep on the worker's event fd until a message comes. */
+		if (ucp_worker_arm(t->worker) == UCS_OK) {
+			struct epoll_event ev;
+
+			epoll_wait(t->epfd, &ev, 1, 100);
+		}
+	}
+	return NULL;
+}
+
+/* ---- start and stop ------------------------------------------------------------- */
+
+static void tgt_free(struct srv_tgt *t)
+{
+	struct srv_op *op;
+
+	for (uint32_t i = 0; t->worker && i < SESSIONS_MAX; i++)
+		session_close(t, i + 1);
+	if (t->addr)
+		ucp_worker_release_address(t->worker, t->addr);
+	if (t->arena_memh)
+		ucp_mem_unmap(t->s->ctx, t->arena_memh);
+	while ((op = t->free_ops)) {
+		t->free_ops = op->next;
+		free(op);
+	}
+	if (t->worker)
+		ucp_worker_destroy(t->worker);
+	if (t->epfd >= 0)
+		close(t->epfd);
+	if (t->eng) {
+		int rc = eng_tgt_close(t->eng);
+
+		if (rc < 0)
+			srv_log("target %u: close: %s", t->idx, lode_strerror(rc));
+	}
+	free(t);
+}
+
+/* mkdir -p: the storage directory may be several levels deep and new. */
+static int mkdir_p(const char *path)
+{
+	char tmp[4200];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int tgt_open(struct srv *s, unsigned i, struct srv_tgt **out)
+{
+	const struct srv_config *c = s->cfg;
+	struct eng_tgt_opts eo = {0};
+	struct srv_tgt *t = calloc(1, sizeof(*t));
+	ucp_am_handler_param_t hp = {0};
+	struct epoll_event ev = {.events = EPOLLIN};
+	char path[4200];
+	int efd, rc;
+
+	if (!t)
+		return -ENOMEM;
+	t->s = s;
+	t->idx = i;
+	t->epfd = -1;
+	snprintf(path, sizeof(path), "%s/tgt%u", c->path, i);
+	if ((rc = mkdir_p(c->path)) < 0) {
+		srv_log("storage path %s: %s", c->path, lode_strerror(rc));
+		goto fail;
+	}
+	eo.path = path;
+	eo.mode = c->ram ? ENG_MODE_RAM : ENG_MODE_DISK;
+	eo.capacity = c->capacity;
+	if ((rc = eng_tgt_open(&eo, &t->eng)) < 0) {
+		srv_log("target %u: open %s: %s", i, path, lode_strerror(rc));
+		goto fail;
+	}
+	rc = eng_cont_create(t->eng, &root_cont);
+	if (rc < 0 && rc != -EEXIST)
+		goto fail;
+	if ((rc = net_worker_create(s->ctx, &t->worker)) < 0)
+		goto fail;
+	rc = net_ucs_errno(ucp_worker_get_address(t->worker, &t->addr, &t->addr_len));
+	if (rc < 0)
+		goto fail;
+	hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+			UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+	hp.id = NET_AM_REQUEST;
+	hp.cb = on_request;
+	hp.arg = t;
+	hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+	if ((rc = net_ucs_errno(ucp_worker_set_am_recv_handler(t->worker, &hp))) < 0)
+		goto fail;
+	/* The engine's I/O buffers are registered with UCX once, here. */
+	eng_buf_region(t->eng, &t->arena, &t->arena_len);
+	if (t->arena) {
+		ucp_mem_map_params_t mp = {0};
+
+		mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+		mp.address = t->arena;
+		mp.length = t->arena_len;
+		if (ucp_mem_map(s->ctx, &mp, &t->arena_memh) != UCS_OK)
+			t->arena_memh = NULL;
+	}
+	if ((rc = net_ucs_errno(ucp_worker_get_efd(t->worker, &efd))) < 0)
+		goto fail;
+	if ((t->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    epoll_ctl(t->epfd, EPOLL_CTL_ADD, efd, &ev) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	*out = t;
+	return 0;
+fail:
+	tgt_free(t);
+	return rc;
+}
+
+int srv_start(struct srv *s)
+{
+	int rc;
+
+	s->ntargets = 0;
+	for (unsigned i = 0; i < s->cfg->targets; i++) {
+		if ((rc = tgt_open(s, i, &s->tgts[i])) < 0)
+			goto fail;
+		s->ntargets++;
+	}
+	for (unsigned i = 0; i < s->ntargets; i++) {
+		if ((rc = -pthread_create(&s->tgts[i]->thread, NULL, tgt_main, s->tgts[i])) < 0)
+			goto fail;
+		s->tgts[i]->started = true;
+	}
+	return 0;
+fail:
+	srv_stop(s);
+	return rc;
+}
+
+void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len)
+{
+	*addr = s->tgts[i]->addr;
+	*len = s->tgts[i]->addr_len;
+}
+
+void srv_stop(struct srv *s)
+{
+	atomic_store(&s->stop, true);
+	for (unsigned i = 0; i < s->ntargets; i++)
+		if (s->tgts[i]->started)
+			pthread_join(s->tgts[i]->thread, NULL);
+	for (unsigned i = 0; i < s->ntargets; i++) {
+		tgt_free(s->tgts[i]);
+		s->tgts[i] = NULL;
+	}
+	s->ntargets = 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * loded's service: the target threads that answer data-plane requests.
+ * loded.c owns the process (configuration, signals, the bootstrap socket);
+ * service.c owns the targets, each one thread with its own engine target and
+ * UCX worker.
+ */
+#ifndef LODE_SERVER_SRV_H
+#define LODE_SERVER_SRV_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ucp/api/ucp.h>
+
+#include "server/config.h"
+
+struct srv_tgt;
+
+struct srv {
+	const struct srv_config *cfg;
+	ucp_context_h ctx;
+	uint32_t transports;  /* NET_TP_* offered */
+	uint8_t bulk;         /* NET_BULK_* preferred, 0: by transport */
+	unsigned ntargets;
+	struct srv_tgt *tgts[SRV_TARGETS_MAX];
+	atomic_bool stop;     /* drain and exit */
+};
+
+/*
+ * Open every target (recovering each engine), create their workers and
+ * start their threads. Errors: from eng_tgt_open and UCX; nothing is left
+ * running on failure.
+ */
+int srv_start(struct srv *s);
+
+/* Worker address of target i, for the welcome message (owned by the service). */
+void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len);
+
+/* Set stop, let every target finish what it has in flight, close everything. */
+void srv_stop(struct srv *s);
+
+/* Log a line to stderr with a timestamp. */
+void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
