@@ -528,6 +528,8 @@ static int req_send(struct creq *r)
 	h.args_len = (uint16_t)n;
 	h.target = r->tgt;
 	h.session = c->session[r->tgt];
+	if (r->op == NET_OP_HELLO && c->transport != NET_TP_SHM)
+		h.flags |= NET_F_PEER_ERR;
 	net_hdr_encode(&h, r->hdr);
 	r->deadline_us = now_us() + (int64_t)c->timeout_ms * (r->op == NET_OP_AGGREGATE ? 30 : 1) * 1000;
 	/* On the in-flight list (oldest first) before anything can complete it. */
@@ -881,8 +883,8 @@ static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **ms
 	if (rc == 0)
 		rc = net_frame_recv(fd, NET_BOOT_MAX, timeout_ms, msg, &len);
 	close(fd);
-	if (rc == -ECONNRESET)
-		rc = -EPROTO; /* it closed on our hello: not a loded */
+	if (rc == -ECONNRESET || rc == -EMSGSIZE)
+		rc = -EPROTO; /* it closed on our hello, or answered nonsense: not a loded */
 	if (rc < 0)
 		return rc;
 	if ((rc = net_welcome_decode(*msg, len, w)) < 0 || (rc = w->status) < 0 ||
@@ -930,7 +932,7 @@ static int conn_eps(lode_conn_t *c, const struct net_welcome *w)
 		/* UCX 1.13's shared-memory transports cannot report a dead peer, and
 		 * refuse to carry messages for an endpoint that asks them to; there
 		 * the request timeout is what notices a dead server. */
-		ep.err_mode = (c->transport == NET_TP_SHM || getenv("LODE_ERRNONE")) ? UCP_ERR_HANDLING_MODE_NONE
+		ep.err_mode = c->transport == NET_TP_SHM ? UCP_ERR_HANDLING_MODE_NONE
 							 : UCP_ERR_HANDLING_MODE_PEER;
 		ep.err_handler.cb = ep_error;
 		ep.err_handler.arg = c;

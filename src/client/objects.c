@@ -670,7 +670,8 @@ int lode_array_size(lode_cont_t *ct, struct lode_oid oid, uint32_t chunk, lode_e
 		return rc;
 	if ((rc = array_chunks(ct, oid, epoch, &idx, &n)) < 0)
 		return rc;
-	qsort(idx, n, sizeof(*idx), cmp_desc);
+	if (n)
+		qsort(idx, n, sizeof(*idx), cmp_desc);
 	for (size_t i = 0; i < n; i++) {
 		uint8_t dkey[8];
 		struct lode_key k;
