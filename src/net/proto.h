@@ -76,7 +76,9 @@ enum net_op {
 };
 
 enum net_flag {
-	NET_F_REPLY = 1u << 0, /* this is a reply */
+	NET_F_REPLY = 1u << 0,    /* this is a reply */
+	NET_F_PEER_ERR = 1u << 1, /* NET_OP_HELLO: the client's endpoints report peer failure
+				   * (UCX needs both ends of an endpoint pair to agree) */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

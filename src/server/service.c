@@ -662,22 +662,21 @@ static void session_open(struct srv_op *op)
 		op_reply(op);
 		return;
 	}
-	ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-			UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
 	ep.address = (const ucp_address_t *)op->buf;
-	ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-	ep.err_handler.cb = session_error;
-	ep.err_handler.arg = t;
+	ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+	if (op->hdr.flags & NET_F_PEER_ERR) {
+		/* The client's side detects a dead peer, so ours can too. */
+		ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+		ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+		ep.err_handler.cb = session_error;
+		ep.err_handler.arg = t;
+	}
 	if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
-		/* Shared memory cannot report dead peers (see the client). */
-		ep.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLER);
-		ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-		if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
-			free(ss);
-			op->rc = -EPROTO;
-			op_reply(op);
-			return;
-		}
+		free(ss);
+		op->rc = -EPROTO;
+		op_reply(op);
+		return;
 	}
 	ss->ep = e;
 	t->sessions[i] = ss;
