@@ -41,7 +41,8 @@
  * Timeouts: a request that gets no answer within the timeout (10 s by
  * default, lode_conn_opts.timeout_ms or $LODE_TIMEOUT_MS) fails with
  * -ETIMEDOUT; a server that dies fails its requests with -ECONNRESET as soon
- * as the transport notices. No call waits forever.
+ * as the transport notices (tcp, rdma) or within 100 ms (shm, where the
+ * client watches the server's process). No call waits forever.
  */
 #ifndef LODE_LODE_H
 #define LODE_LODE_H

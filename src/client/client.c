@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,10 +470,45 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_len, v
 	return UCS_OK;
 }
 
+/*
+ * Over shm UCX cannot tell that the server died; the server is on this host,
+ * though, so while requests wait we look at its process every 100 ms.
+ */
+static void check_server(lode_conn_t *c, int64_t now)
+{
+	if (!c->server_pid || now < c->alive_check_us)
+		return;
+	c->alive_check_us = now + 100000;
+	if (kill(c->server_pid, 0) < 0 && errno == ESRCH)
+		conn_fail(c, -ECONNRESET);
+}
+
 static void check_timeouts(lode_conn_t *c)
 {
-	if (c->head && c->head->deadline_us < now_us() && !c->failed)
+	int64_t now;
+
+	if (!c->head || c->failed)
+		return;
+	now = now_us();
+	if (c->head->deadline_us < now)
 		conn_fail(c, -ETIMEDOUT);
+	else
+		check_server(c, now);
+}
+
+/* Whether pid is a loded we can watch: same pid namespace, our host. */
+static pid_t watchable_pid(uint32_t pid)
+{
+	char path[64], comm[32] = {0};
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	if (!pid || !(f = fopen(path, "r")))
+		return 0;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
+	fclose(f);
+	return strncmp(comm, "loded", 5) == 0 ? (pid_t)pid : 0;
 }
 
 /* Progress the worker once. Lock held. Returns whether anything happened. */
@@ -1054,6 +1090,8 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	c->inline_max = w.inline_max;
 	if ((rc = choose_transport(opts, &w, &c->transport)) < 0)
 		goto fail;
+	if (c->transport == NET_TP_SHM)
+		c->server_pid = watchable_pid(w.pid);
 	if (bulk && strcmp(bulk, "rma") == 0)
 		c->rma = true;
 	else if (bulk && strcmp(bulk, "am") == 0)

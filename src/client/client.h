@@ -6,6 +6,7 @@
 #define LODE_CLIENT_CLIENT_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -80,6 +81,8 @@ struct lode_conn {
 	unsigned timeout_ms;
 	char server[256];
 	int failed;           /* 0, or the error every new request gets */
+	pid_t server_pid;     /* loded's pid when we can watch it (shm), else 0 */
+	int64_t alive_check_us;
 	struct creq **slots;  /* request id -> request */
 	uint32_t nslots;
 	uint32_t *free_slots;

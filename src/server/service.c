@@ -117,6 +117,9 @@ struct srv_tgt {
 	 */
 	struct session *sessions[SESSIONS_MAX];
 	unsigned session_hint;
+	uint64_t agg_check_us;  /* next look at the extent file's fill */
+	uint64_t agg_used;      /* extent bytes in use after the last aggregation */
+	uint64_t aggregations;
 };
 
 static const struct lode_uuid root_cont = NET_ROOT_CONT_INIT;
@@ -953,6 +956,39 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/*
+ * Background aggregation. Every update writes a new version into new space;
+ * old versions go only when aggregated. Without this a target fills up
+ * under overwrites however little live data it holds. Once the extent file
+ * is half full, and again after each further tenth of growth, the target
+ * aggregates every container (blocking its thread for that time).
+ */
+#define AGG_CHECK_US 200000
+#define AGG_START_PCT 50
+#define AGG_STEP_PCT 10
+
+static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
+{
+	struct eng_stats st;
+	struct lode_uuid conts[256];
+	int n;
+
+	if (now < t->agg_check_us)
+		return;
+	t->agg_check_us = now + AGG_CHECK_US;
+	if (eng_tgt_stats(t->eng, &st) < 0 || st.extent_cap == 0)
+		return;
+	if (st.extent_used * 100 < st.extent_cap * AGG_START_PCT ||
+	    st.extent_used < t->agg_used + st.extent_cap * AGG_STEP_PCT / 100)
+		return;
+	n = eng_cont_list(t->eng, conts, 256);
+	for (int i = 0; i < n && i < 256; i++)
+		eng_aggregate(t->eng, &conts[i], LODE_EPOCH_MAX);
+	if (eng_tgt_stats(t->eng, &st) == 0)
+		t->agg_used = st.extent_used;
+	t->aggregations++;
+}
+
 static unsigned run_ready(struct srv_tgt *t)
 {
 	unsigned n = 0;
@@ -994,6 +1030,7 @@ static void *tgt_main(void *arg)
 		}
 		if (n) {
 			last_busy = now_us();
+			maybe_aggregate(t, last_busy);
 			continue;
 		}
 		if (t->inflight || eng_inflight(t->eng))
