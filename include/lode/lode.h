@@ -156,7 +156,12 @@ int lode_eq_create(lode_eq_t **eq_out);
 /* Destroy a queue. Errors: -EBUSY (events are still in flight). */
 int lode_eq_destroy(lode_eq_t *eq);
 
-/* Attach ev to eq, ready for one call. Errors: -EBUSY (ev is in flight). */
+/*
+ * Attach ev to eq, ready for one call. An event must be zeroed before its
+ * first lode_event_init (`lode_event_t ev = {0};`); after that it may be
+ * initialised again once lode_eq_poll reported it.
+ * Errors: -EBUSY (ev is in flight, or completed and not yet reported).
+ */
 int lode_event_init(lode_event_t *ev, lode_eq_t *eq);
 
 /*

@@ -710,7 +710,8 @@ int lode_event_init(lode_event_t *ev, lode_eq_t *eq)
 {
 	if (!ev || !eq)
 		return -EFAULT;
-	if (ev->priv.state == 1 && ev->priv.eq)
+	/* In flight, or completed and not yet reported by lode_eq_poll. */
+	if ((ev->priv.state == 1 || ev->priv.state == 2) && ev->priv.eq)
 		return -EBUSY;
 	memset(&ev->priv, 0, sizeof(ev->priv));
 	ev->priv.eq = eq;

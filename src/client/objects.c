@@ -404,7 +404,11 @@ static int list_run(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const str
 		r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
 		r->a.anchor.len = an->len;
 		r->a.anchor.key = an->key;
-		r->a.max = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
+		/* Objects are counted in oids, keys in bytes. */
+		if (op == NET_OP_OBJ_LIST)
+			r->a.max = (uint32_t)(cap / 16);
+		else
+			r->a.max = (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap);
 		r->in = buf;
 		r->in_cap = cap;
 		r->on_done = list_done;

@@ -239,6 +239,18 @@ void *eng_buf_alloc(struct eng_target *tgt, size_t size);
 void eng_buf_free(struct eng_target *tgt, void *buf);
 
 /*
+ * RAM mode: reserve extent space for a value of len bytes and return where
+ * it goes, so that a server can land the value there directly (by RMA) and
+ * the update skips its copy. Pass the pointer, filled, as the buf of the
+ * eng_sv_update()/eng_arr_update() that follows, with a len no larger: the
+ * update takes the space (even if its callback later reports an error).
+ * If that call is refused up front, or never made, give the space back with
+ * eng_buf_free(). NULL in disk mode, for values that would be inline, or
+ * when there is no space; callers then use eng_buf_alloc().
+ */
+void *eng_value_reserve(struct eng_target *tgt, uint32_t len);
+
+/*
  * The region eng_buf_alloc() carves buffers from, so that a network layer can
  * register it once (loded registers it with UCX). *base is NULL and *len 0
  * when the target has no such region (no io_uring, or its memory was refused).

@@ -259,6 +259,12 @@ struct eng_target {
 	unsigned sq_pending, io_inflight;
 	struct arena arena;
 	bool arena_registered;
+	/* RAM mode: extent space handed out by eng_value_reserve(), not yet
+	 * taken by an update or given back (a handful: one per write in flight). */
+	struct resv {
+		uint64_t loc, nblk;
+	} *resv;
+	unsigned nresv, resv_cap;
 	struct io io_ext_sync, io_wal_write, io_wal_sync;
 	struct iovec wal_iov[2];
 	/* completions and reads */
@@ -921,6 +927,57 @@ static int type_check(struct eng_target *t, const struct kb *pfx, uint8_t want)
  * The common path of single-value and array updates: build the record,
  * checksum the data, place it inline or in fresh blocks, and queue it.
  */
+/* The reservation buf starts, if it is one; -1 if not. */
+static int resv_find(struct eng_target *t, const void *buf)
+{
+	const uint8_t *p = buf;
+
+	if (!t->space.ram || !t->space.map || p < t->space.map || p >= t->space.map + t->space.cap)
+		return -1;
+	for (unsigned i = 0; i < t->nresv; i++)
+		if (t->space.map + t->resv[i].loc == p)
+			return (int)i;
+	return -1;
+}
+
+/* If buf is a reservation big enough for len, it becomes the value's space. */
+static bool resv_take(struct eng_target *t, const void *buf, uint32_t len, uint64_t *loc)
+{
+	int i = resv_find(t, buf);
+
+	if (i < 0 || blocks_of(len) > t->resv[i].nblk)
+		return false;
+	*loc = t->resv[i].loc;
+	if (blocks_of(len) < t->resv[i].nblk)
+		space_free(&t->space, *loc + blocks_of(len) * ENG_BLOCK,
+			   t->resv[i].nblk - blocks_of(len));
+	t->resv[i] = t->resv[--t->nresv];
+	return true;
+}
+
+void *eng_value_reserve(struct eng_target *t, uint32_t len)
+{
+	uint64_t loc, nblk = blocks_of(len);
+
+	if (!t || !t->space.ram || len <= t->inline_max || len > LODE_IO_MAX || t->failed)
+		return NULL;
+	if (t->nresv == t->resv_cap) {
+		unsigned cap = t->resv_cap ? 2 * t->resv_cap : 16;
+		struct resv *nr = realloc(t->resv, cap * sizeof(*nr));
+
+		if (!nr)
+			return NULL;
+		t->resv = nr;
+		t->resv_cap = cap;
+	}
+	if (space_alloc(&t->space, nblk, &loc) < 0)
+		return NULL;
+	t->resv[t->nresv].loc = loc;
+	t->resv[t->nresv].nblk = nblk;
+	t->nresv++;
+	return t->space.map + loc;
+}
+
 static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t epoch, uint8_t type,
 		  uint64_t off, const void *buf, uint32_t len, eng_cb_t cb, void *arg)
 {
@@ -975,6 +1032,11 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 			r->crc = c;
 		else
 			memcpy(rec_data(r) + 4 * (size_t)i, &c, 4);
+	}
+	if (resv_take(t, buf, len, &r->loc)) {
+		/* The value was put in place by the caller: no copy. */
+		o->has_data = true;
+		return op_queue(t, o, cb, arg, false);
 	}
 	rc = space_alloc(&t->space, blocks_of(len), &r->loc);
 	if (rc < 0) {
@@ -3023,6 +3085,7 @@ static void tgt_free(struct eng_target *t)
 	if (t->have_ring)
 		io_uring_queue_exit(&t->ring);
 	arena_fini(&t->arena);
+	free(t->resv);
 	newest_free(&t->newest);
 	if (t->index)
 		bt_destroy(t->index, free);
@@ -3161,8 +3224,16 @@ void *eng_buf_alloc(struct eng_target *t, size_t size)
 
 void eng_buf_free(struct eng_target *t, void *buf)
 {
-	if (t && buf)
-		io_buf_free(t, buf);
+	int i;
+
+	if (!t || !buf)
+		return;
+	if ((i = resv_find(t, buf)) >= 0) {
+		space_free(&t->space, t->resv[i].loc, t->resv[i].nblk);
+		t->resv[i] = t->resv[--t->nresv];
+		return;
+	}
+	io_buf_free(t, buf);
 }
 
 void eng_buf_region(struct eng_target *t, void **base, size_t *len)

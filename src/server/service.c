@@ -84,6 +84,7 @@ struct srv_op {
 	uint64_t val;               /* reply val */
 	uint32_t fetched;           /* eng_sv_fetch's length */
 	ucp_rkey_h rkey;
+	bool reserved;              /* buf is engine extent space (eng_value_reserve) */
 	int rk_slot;                /* rkey is the session's cached one in this slot, or -1 */
 	ucp_ep_h rma_ep;            /* the session's endpoint, for RMA */
 	/* Not cleared between uses: */
@@ -269,6 +270,22 @@ static void *op_buf(struct srv_op *op, size_t len)
 	op->buf = eng_buf_alloc(op->t->eng, len ? len : 1);
 	op->buf_len = len;
 	return op->buf;
+}
+
+/*
+ * Where an update's value should land: in RAM mode straight in the extent
+ * space the engine reserves for it (the update then copies nothing), else
+ * in an I/O buffer.
+ */
+static void *op_value_buf(struct srv_op *op, size_t len)
+{
+	op->buf = eng_value_reserve(op->t->eng, (uint32_t)len);
+	if (op->buf) {
+		op->buf_len = len;
+		op->reserved = true;
+		return op->buf;
+	}
+	return op_buf(op, len);
 }
 
 /* The op's session endpoint, if the session still lives (it may end while the op waits). */
@@ -584,7 +601,10 @@ static void op_value_in(struct srv_op *op, const struct eng_key *k)
 	if (rc < 0) {
 		op->rc = rc;
 		op_reply(op);
+		return;
 	}
+	if (op->reserved)
+		op->buf = NULL; /* the engine took the space */
 }
 
 static void rma_got(void *req, ucs_status_t st, void *arg)
@@ -734,7 +754,7 @@ static void op_dispatch(struct srv_op *op)
 				op->rc = -ECONNRESET;
 				break;
 			}
-			if (!op_buf(op, a->len)) {
+			if (!op_value_buf(op, a->len)) {
 				op->rc = -ENOMEM;
 				break;
 			}
@@ -926,7 +946,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 			rc = -EPROTO;
 		else if (len > LODE_IO_MAX)
 			rc = -E2BIG;
-		else if (!op_buf(op, len))
+		else if (!op_value_buf(op, len))
 			rc = -ENOMEM;
 		else if (rndv) {
 			op->rndv = data;
