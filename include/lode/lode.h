@@ -157,9 +157,9 @@ int lode_eq_create(lode_eq_t **eq_out);
 int lode_eq_destroy(lode_eq_t *eq);
 
 /*
- * Attach ev to eq, ready for one call. An event must be zeroed before its
- * first lode_event_init (`lode_event_t ev = {0};`); after that it may be
- * initialised again once lode_eq_poll reported it.
+ * Attach ev to eq, ready for one call; again once lode_eq_poll reported it.
+ * Zero an event before its first init (`lode_event_t ev = {0};`): any other
+ * memory is almost surely taken as idle, but only zeroes are sure to be.
  * Errors: -EBUSY (ev is in flight, or completed and not yet reported).
  */
 int lode_event_init(lode_event_t *ev, lode_eq_t *eq);

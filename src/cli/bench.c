@@ -1100,20 +1100,23 @@ static void print_json(const struct result *r, bool interrupted)
 	printf("\"ceilings\":{\"memcpy\":");
 	if (r->ceil.have_memcpy)
 		printf("{\"bs\":%" PRIu32 ",\"bw_mib_s\":%.3f,\"bw_gib_s\":%.5f,\"ops_s\":%.1f,"
-		       "\"ratio\":%.5f,\"ratio_of\":\"bw\"}",
+		       "\"ratio\":%.5f,\"ratio_of\":\"bw\",\"result_bw_mib_s\":%.3f}",
 		       o->bs, r->ceil.memcpy_bps / MIB, r->ceil.memcpy_bps / GIB,
-		       r->ceil.memcpy_bps / o->bs, res_ratio_memcpy(r));
+		       r->ceil.memcpy_bps / o->bs, res_ratio_memcpy(r), res_bps(r, &r->all) / MIB);
 	else
 		printf("null");
 	printf(",\"tcp\":");
 	if (r->ceil.have_tcp && r->ceil.tcp_stream)
 		printf("{\"kind\":\"stream\",\"bs\":%" PRIu32 ",\"bw_mib_s\":%.3f,"
-		       "\"bw_gib_s\":%.5f,\"ratio\":%.5f,\"ratio_of\":\"bw\"}",
-		       o->bs, r->ceil.tcp_bps / MIB, r->ceil.tcp_bps / GIB, res_ratio_tcp(r));
+		       "\"bw_gib_s\":%.5f,\"ratio\":%.5f,\"ratio_of\":\"bw\","
+		       "\"result_bw_mib_s\":%.3f}",
+		       o->bs, r->ceil.tcp_bps / MIB, r->ceil.tcp_bps / GIB, res_ratio_tcp(r),
+		       res_bps(r, &r->all) / MIB);
 	else if (r->ceil.have_tcp)
 		printf("{\"kind\":\"round_trip\",\"bs\":%" PRIu32 ",\"depth\":1,"
-		       "\"round_trips_s\":%.1f,\"ratio\":%.5f,\"ratio_of\":\"iops\"}",
-		       o->bs, r->ceil.tcp_rt_s, res_ratio_tcp(r));
+		       "\"round_trips_s\":%.1f,\"ratio\":%.5f,\"ratio_of\":\"iops\","
+		       "\"result_iops\":%.1f}",
+		       o->bs, r->ceil.tcp_rt_s, res_ratio_tcp(r), res_iops(r, &r->all));
 	else
 		printf("null");
 	printf("}}\n");

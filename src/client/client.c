@@ -44,6 +44,16 @@ struct cbuf {
 	size_t rkey_len;
 };
 
+/*
+ * An event's private state. The busy states are unlikely bit patterns, so
+ * that an event never zeroed is still (almost surely) taken as idle.
+ */
+enum {
+	EV_IDLE = 0,
+	EV_INFLIGHT = 0x4c4f4401, /* attached to a call not yet completed */
+	EV_DONE = 0x4c4f4402,     /* completed, waiting in its queue to be reported */
+};
+
 struct lode_eq {
 	pthread_mutex_t lock;
 	lode_event_t *head, *tail; /* completed, not yet reported */
@@ -711,7 +721,7 @@ int lode_event_init(lode_event_t *ev, lode_eq_t *eq)
 	if (!ev || !eq)
 		return -EFAULT;
 	/* In flight, or completed and not yet reported by lode_eq_poll. */
-	if ((ev->priv.state == 1 || ev->priv.state == 2) && ev->priv.eq)
+	if (ev->priv.state == EV_INFLIGHT || ev->priv.state == EV_DONE)
 		return -EBUSY;
 	memset(&ev->priv, 0, sizeof(ev->priv));
 	ev->priv.eq = eq;
@@ -726,7 +736,7 @@ static int eq_attach(lode_event_t *ev, lode_conn_t *c)
 
 	if (!eq)
 		return -EINVAL;
-	if (ev->priv.state == 1)
+	if (ev->priv.state == EV_INFLIGHT || ev->priv.state == EV_DONE)
 		return -EBUSY;
 	pthread_mutex_lock(&eq->lock);
 	for (i = 0; i < eq->nconns && eq->conns[i] != c; i++)
@@ -745,7 +755,7 @@ static int eq_attach(lode_event_t *ev, lode_conn_t *c)
 		}
 		eq->conns[eq->nconns++] = c;
 	}
-	ev->priv.state = 1;
+	ev->priv.state = EV_INFLIGHT;
 	ev->priv.next = NULL;
 	eq->inflight++;
 	pthread_mutex_unlock(&eq->lock);
@@ -758,7 +768,7 @@ static void eq_detach(lode_event_t *ev)
 	lode_eq_t *eq = ev->priv.eq;
 
 	pthread_mutex_lock(&eq->lock);
-	ev->priv.state = 0;
+	ev->priv.state = EV_IDLE;
 	eq->inflight--;
 	pthread_mutex_unlock(&eq->lock);
 }
@@ -768,7 +778,7 @@ static void eq_complete(lode_event_t *ev)
 	lode_eq_t *eq = ev->priv.eq;
 
 	pthread_mutex_lock(&eq->lock);
-	ev->priv.state = 2;
+	ev->priv.state = EV_DONE;
 	ev->priv.next = NULL;
 	if (eq->tail)
 		eq->tail->priv.next = ev;
@@ -789,7 +799,7 @@ static unsigned eq_take(lode_eq_t *eq, unsigned max, lode_event_t **evs)
 		eq->head = ev->priv.next;
 		if (!eq->head)
 			eq->tail = NULL;
-		ev->priv.state = 0;
+		ev->priv.state = EV_IDLE;
 		ev->priv.next = NULL;
 		eq->inflight--;
 		evs[n++] = ev;
@@ -862,8 +872,9 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 {
 	lode_conn_t *c = arg;
 
-	/* Runs inside ucp_worker_progress, with the connection's lock held. */
-	conn_fail(c, st == UCS_ERR_ENDPOINT_TIMEOUT ? -ETIMEDOUT : -ECONNRESET);
+	/* Runs inside ucp_worker_progress, with the connection's lock held.
+	 * Whatever UCX calls it, the server is gone. */
+	conn_fail(c, -ECONNRESET);
 }
 
 static const char *default_addr(char *buf, size_t cap)
@@ -1035,7 +1046,11 @@ static void session_done(struct creq *r)
 		r->c->session[r->tgt] = (uint32_t)r->val;
 }
 
-/* Give every target our worker's address, so that it can reach our memory by RMA. */
+/*
+ * Give every target our worker's address: it makes an endpoint of its own
+ * to us (a session) and answers every request on it, and reaches our memory
+ * by RMA through it. See docs/decisions/0004.
+ */
 static int conn_sessions(lode_conn_t *c)
 {
 	for (unsigned i = 0; i < c->ntargets; i++) {
@@ -1147,7 +1162,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	}
 	if ((rc = conn_settle(c)) < 0)
 		goto fail;
-	if (c->rma && (rc = conn_sessions(c)) < 0)
+	if ((rc = conn_sessions(c)) < 0)
 		goto fail;
 	*conn_out = c;
 	return 0;

@@ -13,6 +13,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +102,54 @@ static void greet(struct srv *s, int fd)
 	if (rc > 0)
 		net_frame_send(fd, out, (size_t)rc, BOOT_TIMEOUT_MS);
 	free(out);
+}
+
+/*
+ * Each hello is answered on its own thread: a peer that connects and says
+ * nothing costs its own timeout, not everyone else's. Past GREETERS_MAX at
+ * once, new connections are closed unanswered (the client retries or fails).
+ */
+#define GREETERS_MAX 64
+
+static atomic_uint greeters;
+
+struct greeting {
+	struct srv *s;
+	int fd;
+};
+
+static void *greet_main(void *arg)
+{
+	struct greeting *g = arg;
+
+	greet(g->s, g->fd);
+	close(g->fd);
+	free(g);
+	atomic_fetch_sub(&greeters, 1);
+	return NULL;
+}
+
+static void greet_async(struct srv *s, int fd)
+{
+	struct greeting *g;
+	pthread_attr_t attr;
+	pthread_t th;
+
+	if (atomic_fetch_add(&greeters, 1) >= GREETERS_MAX || !(g = malloc(sizeof(*g)))) {
+		atomic_fetch_sub(&greeters, 1);
+		close(fd);
+		return;
+	}
+	g->s = s;
+	g->fd = fd;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, greet_main, g) != 0) {
+		atomic_fetch_sub(&greeters, 1);
+		close(fd);
+		free(g);
+	}
+	pthread_attr_destroy(&attr);
 }
 
 static int write_file(const char *path, const char *text)
@@ -210,11 +260,13 @@ int main(int argc, char **argv)
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
-		greet(&s, fd);
-		close(fd);
+		greet_async(&s, fd);
 	}
 	srv_log("stopping: draining in-flight requests");
 	close(lfd);
+	/* Greeters read the targets' addresses: let them finish (each is bounded). */
+	while (atomic_load(&greeters))
+		usleep(10000);
 	srv_stop(&s);
 	ucp_cleanup(s.ctx);
 	if (cfg.pidfile[0])

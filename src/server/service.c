@@ -52,7 +52,11 @@
  * costs more than moving the data (docs/decisions/0004).
  */
 struct session {
+	struct srv_tgt *t;
 	ucp_ep_h ep;
+	uint32_t id;
+	bool closed;    /* its endpoint is closed; freed when no op holds it */
+	unsigned refs;  /* ops bound to it */
 	struct {
 		uint64_t reg;   /* the client's registration id; 0: free slot */
 		ucp_rkey_h rkey;
@@ -71,6 +75,8 @@ enum op_stage {
 struct srv_op {
 	struct srv_tgt *t;
 	struct srv_op *next;
+	struct srv_op *bprev, *bnext;  /* the target's ops in flight */
+	void *ureq;                  /* an outstanding rendezvous receive, to cancel */
 	ucp_ep_h ep;
 	struct net_hdr hdr;
 	struct net_args a;
@@ -86,7 +92,9 @@ struct srv_op {
 	ucp_rkey_h rkey;
 	bool reserved;              /* buf is engine extent space (eng_value_reserve) */
 	int rk_slot;                /* rkey is the session's cached one in this slot, or -1 */
-	ucp_ep_h rma_ep;            /* the session's endpoint, for RMA */
+	struct session *sess;       /* the client's session: replies and RMA go on its endpoint */
+	bool in_cb;                 /* inside the AM callback: ep (UCX's reply endpoint) is valid */
+	uint32_t bye;               /* NET_OP_BYE: the session to end once the reply is sent */
 	/* Not cleared between uses: */
 	struct eng_anchor anchor;
 	uint8_t args[NET_ARGS_MAX]; /* a's pointers point here */
@@ -108,7 +116,8 @@ struct srv_tgt {
 	bool started;
 	struct srv_op *ready, *ready_tail; /* ops for the loop to run */
 	struct srv_op *free_ops;
-	unsigned inflight;                 /* ops taken and not yet freed */
+	struct srv_op *busy;               /* ops taken and not yet freed */
+	unsigned inflight;
 	uint64_t requests, errors;
 	bool failed_logged;
 	/*
@@ -118,6 +127,8 @@ struct srv_tgt {
 	 */
 	struct session *sessions[SESSIONS_MAX];
 	unsigned session_hint;
+	uint64_t drain_deadline; /* stopping: when to stop waiting for clients */
+	bool drain_forced;
 	uint64_t agg_check_us;  /* next look at the extent file's fill */
 	uint64_t agg_used;      /* extent bytes in use after the last aggregation */
 	uint64_t aggregations;
@@ -174,36 +185,58 @@ static struct srv_op *op_get(struct srv_tgt *t)
 	memset(op, 0, offsetof(struct srv_op, anchor));
 	op->t = t;
 	op->rk_slot = -1;
+	op->bnext = t->busy;
+	if (t->busy)
+		t->busy->bprev = op;
+	t->busy = op;
 	op->anchor.eof = 0;
 	op->anchor.len = 0;
 	t->inflight++;
 	return op;
 }
 
-static void rkey_unref(struct srv_op *op)
+static void session_free(struct session *ss)
 {
-	uint32_t sn = op->hdr.session;
-	struct session *ss = sn && sn <= SESSIONS_MAX ? op->t->sessions[sn - 1] : NULL;
+	for (unsigned i = 0; i < RKEYS_CACHED; i++)
+		if (ss->rk[i].reg)
+			ucp_rkey_destroy(ss->rk[i].rkey);
+	free(ss);
+}
 
-	/* A session that ended destroyed its rkeys already. */
-	if (ss && ss->ep == op->rma_ep && ss->rk[op->rk_slot].refs)
+/* Drop op's hold on its session (and cached rkey); a closed session goes with its last op. */
+static void op_unbind(struct srv_op *op)
+{
+	struct session *ss = op->sess;
+
+	if (!ss)
+		return;
+	if (op->rk_slot >= 0 && ss->rk[op->rk_slot].refs)
 		ss->rk[op->rk_slot].refs--;
+	op->rk_slot = -1;
+	op->rkey = NULL;
+	op->sess = NULL;
+	if (--ss->refs == 0 && ss->closed)
+		session_free(ss);
+}
+
+static void op_bind(struct srv_op *op, struct session *ss)
+{
+	op->sess = ss;
+	ss->refs++;
 }
 
 /*
  * The rkey for op's RMA: the session's cached one for a long-lived
  * registration, unpacked and cached on first use; else unpacked for this
- * op alone. Errors: -EPROTO (no session, or an rkey UCX refuses).
+ * op alone. Errors: -EPROTO (an rkey UCX refuses).
  */
-static int op_rkey(struct srv_op *op, struct session *ss)
+static int op_rkey(struct srv_op *op)
 {
+	struct session *ss = op->sess;
 	uint64_t reg = op->a.rma_reg;
 	unsigned i, free_slot = RKEYS_CACHED;
 
 	op->rk_slot = -1;
-	if (!ss)
-		return -EPROTO;
-	op->rma_ep = ss->ep;
 	if (reg) {
 		for (i = 0; i < RKEYS_CACHED; i++) {
 			if (ss->rk[i].reg == reg) {
@@ -242,10 +275,15 @@ static void op_put(struct srv_op *op)
 {
 	struct srv_tgt *t = op->t;
 
-	if (op->rk_slot >= 0)
-		rkey_unref(op);
-	else if (op->rkey)
+	if (op->rk_slot < 0 && op->rkey)
 		ucp_rkey_destroy(op->rkey);
+	op_unbind(op);
+	if (op->bprev)
+		op->bprev->bnext = op->bnext;
+	else
+		t->busy = op->bnext;
+	if (op->bnext)
+		op->bnext->bprev = op->bprev;
 	if (op->buf)
 		eng_buf_free(t->eng, op->buf);
 	op->next = t->free_ops;
@@ -288,13 +326,10 @@ static void *op_value_buf(struct srv_op *op, size_t len)
 	return op_buf(op, len);
 }
 
-/* The op's session endpoint, if the session still lives (it may end while the op waits). */
+/* Whether op's session still has its endpoint (a client can go at any time). */
 static bool op_session_alive(struct srv_op *op)
 {
-	uint32_t sn = op->hdr.session;
-
-	return sn && sn <= SESSIONS_MAX && op->t->sessions[sn - 1] && op->rma_ep &&
-	       op->t->sessions[sn - 1]->ep == op->rma_ep;
+	return op->sess && !op->sess->closed;
 }
 
 static ucp_request_param_t op_param(struct srv_op *op, void *cb, void *buf)
@@ -332,10 +367,35 @@ static bool ucs_started(ucs_status_ptr_t sp, struct srv_op *op)
 
 /* ---- replies ---------------------------------------------------------------- */
 
+static void session_close(struct srv_tgt *t, uint32_t sn);
+
+/* The reply is out: free the op; a BYE's session ends now, after its answer. */
+static void op_done(struct srv_op *op)
+{
+	struct srv_tgt *t = op->t;
+	uint32_t bye = op->bye;
+
+	op_put(op);
+	if (bye)
+		session_close(t, bye);
+}
+
 static void reply_sent(void *req, ucs_status_t st, void *arg)
 {
 	ucp_request_free(req);
-	op_put(arg);
+	op_done(arg);
+}
+
+/*
+ * Where op's reply goes: its session's endpoint while the session lives;
+ * UCX's reply endpoint only while still inside the Active Message callback
+ * (UCX may destroy that endpoint as soon as the client goes); else nowhere.
+ */
+static ucp_ep_h op_reply_ep(struct srv_op *op)
+{
+	if (op_session_alive(op))
+		return op->sess->ep;
+	return op->in_cb ? op->ep : NULL;
 }
 
 static void op_reply(struct srv_op *op)
@@ -345,12 +405,13 @@ static void op_reply(struct srv_op *op)
 	struct net_hdr h = {0};
 	ucp_request_param_t p;
 	int has_anchor = op->rc == 0 && net_op_has_anchor(op->hdr.opcode);
+	ucp_ep_h ep;
 	int n;
 
 	if (op->rc < 0)
 		t->errors++;
-	if (!op->ep) {
-		op_put(op);
+	if (!(ep = op_reply_ep(op))) {
+		op_done(op); /* the client is gone: nobody to answer */
 		return;
 	}
 	ra.val = op->val;
@@ -377,10 +438,10 @@ static void op_reply(struct srv_op *op)
 		op->data_len = 0;
 	}
 	p = op_param(op, reply_sent, (void *)op->data);
-	if (!ucs_started(ucp_am_send_nbx(op->ep, NET_AM_REPLY, op->rhdr, NET_HDR_SIZE + (size_t)n,
+	if (!ucs_started(ucp_am_send_nbx(ep, NET_AM_REPLY, op->rhdr, NET_HDR_SIZE + (size_t)n,
 					 op->data, op->data_len, &p),
 			 op))
-		op_put(op);
+		op_done(op);
 }
 
 /* ---- engine completions --------------------------------------------------- */
@@ -421,7 +482,7 @@ static void fetch_out(struct srv_op *op, size_t n)
 	}
 	p = op_param(op, NULL, op->buf);
 	p.op_attr_mask &= ~(uint32_t)(UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA);
-	ucs_status_ptr_t sp = ucp_put_nbx(op->rma_ep, op->buf, n, op->a.rma_addr, op->rkey, &p);
+	ucs_status_ptr_t sp = ucp_put_nbx(op->sess->ep, op->buf, n, op->a.rma_addr, op->rkey, &p);
 	if (UCS_PTR_IS_ERR(sp)) {
 		op->rc = net_ucs_errno(UCS_PTR_STATUS(sp));
 		op->data = NULL;
@@ -432,7 +493,7 @@ static void fetch_out(struct srv_op *op, size_t n)
 	if (sp)
 		ucp_request_free(sp);
 	p = op_param(op, rma_put_flushed, NULL);
-	sp = ucp_ep_flush_nbx(op->rma_ep, &p);
+	sp = ucp_ep_flush_nbx(op->sess->ep, &p);
 	if (!ucs_started(sp, op))
 		rma_put_flushed(NULL, UCS_OK, op);
 }
@@ -628,26 +689,29 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 
 	if (sn == 0 || sn > SESSIONS_MAX || !(ss = t->sessions[sn - 1]))
 		return;
-	for (unsigned i = 0; i < RKEYS_CACHED; i++)
-		if (ss->rk[i].reg)
-			ucp_rkey_destroy(ss->rk[i].rkey);
+	t->sessions[sn - 1] = NULL;
+	ss->closed = true;
+	/* Values still being received from this client never will be. */
+	for (struct srv_op *op = t->busy; op; op = op->bnext)
+		if (op->sess == ss && op->ureq)
+			ucp_request_cancel(t->worker, op->ureq);
+	/* Forcing cancels what is outstanding on it; those ops then fail. */
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
 	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
 	sp = ucp_ep_close_nbx(ss->ep, &p);
 	if (sp && !UCS_PTR_IS_ERR(sp))
 		ucp_request_free(sp);
-	free(ss);
-	t->sessions[sn - 1] = NULL;
+	if (ss->refs == 0)
+		session_free(ss);
 }
 
 /* A client went away: its session ends; other clients carry on. */
 static void session_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 {
-	struct srv_tgt *t = arg;
+	struct session *ss = arg;
 
-	for (uint32_t i = 0; i < SESSIONS_MAX; i++)
-		if (t->sessions[i] && t->sessions[i]->ep == ep)
-			session_close(t, i + 1);
+	if (!ss->closed)
+		session_close(ss->t, ss->id);
 }
 
 static void session_ready(void *req, ucs_status_t st, void *arg)
@@ -685,6 +749,8 @@ static void session_open(struct srv_op *op)
 		op_reply(op);
 		return;
 	}
+	ss->t = t;
+	ss->id = i + 1;
 	ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
 	ep.address = (const ucp_address_t *)op->buf;
 	ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
@@ -693,7 +759,7 @@ static void session_open(struct srv_op *op)
 		ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
 		ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
 		ep.err_handler.cb = session_error;
-		ep.err_handler.arg = t;
+		ep.err_handler.arg = ss;
 	}
 	if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
 		free(ss);
@@ -705,6 +771,8 @@ static void session_open(struct srv_op *op)
 	t->sessions[i] = ss;
 	t->session_hint = (i + 1) % SESSIONS_MAX;
 	op->val = i + 1;
+	op->hdr.session = i + 1;
+	op_bind(op, ss); /* the answer goes on the new endpoint */
 	p = op_param(op, session_ready, NULL);
 	if (!ucs_started(ucp_ep_flush_nbx(e, &p), op))
 		session_ready(NULL, op->rc ? UCS_ERR_IO_ERROR : UCS_OK, op);
@@ -759,7 +827,7 @@ static void op_dispatch(struct srv_op *op)
 				break;
 			}
 			p = op_param(op, rma_got, op->buf);
-			if (!ucs_started(ucp_get_nbx(op->rma_ep, op->buf, a->len, a->rma_addr, op->rkey, &p),
+			if (!ucs_started(ucp_get_nbx(op->sess->ep, op->buf, a->len, a->rma_addr, op->rkey, &p),
 					 op)) {
 				if (op->rc == 0)
 					op_value_in(op, &k);
@@ -828,7 +896,7 @@ static void op_dispatch(struct srv_op *op)
 		session_open(op);
 		return;
 	case NET_OP_BYE:
-		session_close(t, op->hdr.session);
+		op->bye = op->hdr.session; /* after the answer: see op_done */
 		break;
 	default:
 		op->rc = -EOPNOTSUPP;
@@ -848,6 +916,7 @@ static void rndv_done(void *req, ucs_status_t st, size_t len, void *arg)
 	struct srv_op *op = arg;
 
 	ucp_request_free(req);
+	op->ureq = NULL;
 	if (st != UCS_OK)
 		op->rc = net_ucs_errno(st);
 	op->rndv = NULL;
@@ -865,8 +934,10 @@ static void op_run(struct srv_op *op)
 
 		p.cb.recv_am = rndv_done;
 		sp = ucp_am_recv_data_nbx(t->worker, op->rndv, op->buf, op->a.len, &p);
-		if (ucs_started(sp, op))
+		if (ucs_started(sp, op)) {
+			op->ureq = sp;
 			return;
+		}
 		op->rndv = NULL;
 		op->stage = ST_VALUE_IN;
 	}
@@ -910,6 +981,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 		return UCS_OK;
 	}
 	op->ep = param->reply_ep;
+	op->in_cb = true;
 	rc = net_hdr_decode(header, header_len, &op->hdr);
 	if (rc < 0) {
 		/* Answer with whatever request id and opcode can be read. */
@@ -929,13 +1001,27 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 	}
 	if (rc == 0 && atomic_load(&t->s->stop))
 		rc = -ESHUTDOWN;
-	if (rc == 0 && op->a.bulk == NET_BULK_RMA) {
+	if (rc == 0 && op->hdr.opcode != NET_OP_HELLO) {
+		/* Everything but a hello works within a session: its endpoint is ours
+		 * to keep, where UCX's reply endpoint may vanish with the client. */
 		uint32_t sn = op->hdr.session;
+		struct session *ss = sn && sn <= SESSIONS_MAX ? t->sessions[sn - 1] : NULL;
 
-		rc = op_rkey(op, sn && sn <= SESSIONS_MAX ? t->sessions[sn - 1] : NULL);
+		if (ss)
+			op_bind(op, ss);
+		else if (op->hdr.opcode != NET_OP_PING)
+			rc = -ENOTCONN;
 	}
+	if (rc == 0 && op->a.bulk == NET_BULK_RMA)
+		rc = op_rkey(op);
 	if (rc == 0 && op->hdr.opcode == NET_OP_HELLO) {
-		if (len == 0 || len > NET_WORKER_ADDR_MAX || rndv)
+		/*
+		 * UCX asserts (aborting loded) on an address of another format
+		 * version rather than refusing it: check its version bits against
+		 * our own worker's address. Anything else malformed UCX refuses.
+		 */
+		if (len < 2 || len > NET_WORKER_ADDR_MAX || rndv ||
+		    (((const uint8_t *)data)[0] & 0x0f) != (((const uint8_t *)t->addr)[0] & 0x0f))
 			rc = -EPROTO;
 		else if (!op_buf(op, len))
 			rc = -ENOMEM;
@@ -951,6 +1037,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 		else if (rndv) {
 			op->rndv = data;
 			op->stage = ST_RECV;
+			op->in_cb = false;
 			op_queue(op);
 			return UCS_INPROGRESS;
 		} else if (len) {
@@ -962,6 +1049,12 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 	if (rndv)
 		ucp_am_data_release(t->worker, data);
 	op->rc = rc;
+	if (rc < 0 || (op->hdr.opcode == NET_OP_PING && !op->sess)) {
+		/* Answered now, while UCX's reply endpoint is sure to exist. */
+		op_reply(op);
+		return UCS_OK;
+	}
+	op->in_cb = false;
 	op_queue(op);
 	return UCS_OK;
 }
@@ -1027,6 +1120,34 @@ static unsigned run_ready(struct srv_tgt *t)
 	return n;
 }
 
+/*
+ * Stopping: whether the target may exit. Requests in flight get DRAIN_US
+ * to finish; requests still waiting on a client after that (one that
+ * stopped mid-transfer) are cancelled by closing every session, and after
+ * a further second anything left is abandoned. The engine's own work is
+ * always waited for: it is what makes acknowledged updates durable.
+ */
+#define DRAIN_US 5000000
+
+static bool drained(struct srv_tgt *t)
+{
+	uint64_t now = now_us();
+
+	if (!t->drain_deadline)
+		t->drain_deadline = now + DRAIN_US;
+	if (t->inflight == 0 || (t->drain_forced && now > t->drain_deadline))
+		return eng_inflight(t->eng) == 0;
+	if (now > t->drain_deadline && !t->drain_forced) {
+		srv_log("target %u: %u requests still wait on clients; cancelling them", t->idx,
+			t->inflight);
+		for (uint32_t i = 0; i < SESSIONS_MAX; i++)
+			session_close(t, i + 1);
+		t->drain_forced = true;
+		t->drain_deadline = now + 1000000;
+	}
+	return false;
+}
+
 static void *tgt_main(void *arg)
 {
 	struct srv_tgt *t = arg;
@@ -1053,10 +1174,10 @@ static void *tgt_main(void *arg)
 			maybe_aggregate(t, last_busy);
 			continue;
 		}
+		if (atomic_load(&t->s->stop) && drained(t))
+			break;
 		if (t->inflight || eng_inflight(t->eng))
 			continue;
-		if (atomic_load(&t->s->stop))
-			break;
 		if (now_us() - last_busy < poll_us)
 			continue;
 		/* Idle: sleep on the worker's event fd until a message comes. */
