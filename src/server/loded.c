@@ -107,7 +107,7 @@ static void greet(struct srv *s, int fd)
 /*
  * Each hello is answered on its own thread: a peer that connects and says
  * nothing costs its own timeout, not everyone else's. Past GREETERS_MAX at
- * once, new connections are closed unanswered (the client retries or fails).
+ * once, new connections wait in the listen backlog.
  */
 #define GREETERS_MAX 64
 
@@ -257,6 +257,9 @@ int main(int argc, char **argv)
 			break;
 		if (!(pfd[0].revents & POLLIN))
 			continue;
+		/* At the greeters' limit, leave connections waiting in the backlog. */
+		while (atomic_load(&greeters) >= GREETERS_MAX)
+			usleep(1000);
 		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;

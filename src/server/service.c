@@ -55,6 +55,8 @@ struct session {
 	struct srv_tgt *t;
 	ucp_ep_h ep;
 	uint32_t id;
+	bool peer_err;  /* the endpoint reports the client's death (tcp, rdma) */
+	bool ended;     /* BYE came: no more requests, the endpoint waits for the client to go */
 	bool closed;    /* its endpoint is closed; freed when no op holds it */
 	unsigned refs;  /* ops bound to it */
 	struct {
@@ -369,6 +371,24 @@ static bool ucs_started(ucs_status_ptr_t sp, struct srv_op *op)
 
 static void session_close(struct srv_tgt *t, uint32_t sn);
 
+/*
+ * A BYE: the session takes no more requests. Over tcp UCX carries the
+ * client's endpoint and ours on one connection, and closing ours would cut
+ * the client's too; so an endpoint that reports peer failure stays until
+ * the client's side goes (session_error closes it then). Others close now.
+ */
+static void session_end(struct srv_tgt *t, uint32_t sn)
+{
+	struct session *ss = sn && sn <= SESSIONS_MAX ? t->sessions[sn - 1] : NULL;
+
+	if (!ss)
+		return;
+	if (ss->peer_err)
+		ss->ended = true;
+	else
+		session_close(t, sn);
+}
+
 /* The reply is out: free the op; a BYE's session ends now, after its answer. */
 static void op_done(struct srv_op *op)
 {
@@ -377,7 +397,7 @@ static void op_done(struct srv_op *op)
 
 	op_put(op);
 	if (bye)
-		session_close(t, bye);
+		session_end(t, bye);
 }
 
 static void reply_sent(void *req, ucs_status_t st, void *arg)
@@ -760,6 +780,7 @@ static void session_open(struct srv_op *op)
 		ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
 		ep.err_handler.cb = session_error;
 		ep.err_handler.arg = ss;
+		ss->peer_err = true;
 	}
 	if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
 		free(ss);
@@ -1007,7 +1028,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 		uint32_t sn = op->hdr.session;
 		struct session *ss = sn && sn <= SESSIONS_MAX ? t->sessions[sn - 1] : NULL;
 
-		if (ss)
+		if (ss && !ss->ended)
 			op_bind(op, ss);
 		else if (op->hdr.opcode != NET_OP_PING)
 			rc = -ENOTCONN;
