@@ -4,12 +4,13 @@
 #   make down     stop what `make up` started
 #   make test     install what is missing, build with ASan+UBSan, run the suite
 #   make bench    build and run the engine benchmark
+#   make bench-net build and run the data plane's table (bench/net/run.sh)
 MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 BUILD := build
 ASAN := build/asan
 
-.PHONY: all deps build up down test bench clean
+.PHONY: all deps build up down test bench bench-net clean
 
 all: build
 
@@ -34,6 +35,9 @@ test: deps build
 
 bench: build
 	@$(BUILD)/bin/lode-engine-bench
+
+bench-net: build
+	@bench/net/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

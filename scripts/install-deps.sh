@@ -11,7 +11,10 @@ pkgs=(
 	libisal-dev       # CRC32C (and later erasure coding)
 	liblmdb-dev librocksdb-dev # measured against the engine's own index
 	libcmocka-dev     # unit tests
-	libyaml-dev libucx-dev ucx-utils librdmacm-dev libibverbs-dev       # configuration files
+	libyaml-dev       # loded's configuration files
+	libucx-dev ucx-utils # the data plane (UCX: tcp, shared memory, verbs)
+	libibverbs-dev librdmacm-dev ibverbs-providers # the rdma transport, where the hardware exists
+	python3           # bench/net/run.sh's table
 	util-linux e2fsprogs # mount/losetup/mkfs for the full-disk test
 )
 

@@ -1219,6 +1219,15 @@ static void tgt_free(struct srv_tgt *t)
 
 	for (uint32_t i = 0; t->worker && i < SESSIONS_MAX; i++)
 		session_close(t, i + 1);
+	/* Ops a drain gave up on: cancel their receives, then release them. */
+	for (op = t->busy; op; op = op->bnext)
+		if (op->ureq)
+			ucp_request_cancel(t->worker, op->ureq);
+	for (int i = 0; t->worker && i < 16; i++)
+		ucp_worker_progress(t->worker);
+	t->ready = t->ready_tail = NULL;
+	while (t->busy)
+		op_put(t->busy);
 	if (t->addr)
 		ucp_worker_release_address(t->worker, t->addr);
 	if (t->arena_memh)
