@@ -2307,6 +2307,39 @@ struct frags {
 	size_t n, cap;
 };
 
+/* Distinct records among the fragments (fragments of one record are adjacent in f until sorted). */
+static size_t frags_records(const struct frags *f)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->n; i++) {
+		size_t j;
+
+		for (j = 0; j < i && f->v[j].r != f->v[i].r; j++)
+			;
+		n += j == i;
+	}
+	return n;
+}
+
+/* Whether every record that shows in f shows all of its bytes. */
+static bool frags_all_whole(const struct frags *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		const struct rec *r = f->v[i].r;
+		uint64_t seen = 0;
+
+		if (r->type != REC_ARR)
+			return false;
+		for (size_t j = 0; j < f->n; j++)
+			if (f->v[j].r == r)
+				seen += f->v[j].hi - f->v[j].lo;
+		if (seen != r->len)
+			return false;
+	}
+	return true;
+}
+
 static int frag_add(void *ctx, const struct rec *r, uint64_t lo, uint64_t hi)
 {
 	struct frags *f = ctx;
@@ -2458,6 +2491,17 @@ static int merge_akey(struct merge *m, struct rec **v, size_t n, uint32_t plen, 
 	if (made >= nm && visible == bytes) {
 		free(f.v);
 		return 0; /* nothing to gain */
+	}
+	/*
+	 * Versions wholly shadowed go in the removing pass without any copy;
+	 * merging pays only for versions partly shadowed (their visible part
+	 * must move so the rest can be freed), or to leave fewer extents. When
+	 * every version that shows is shown whole and no fewer extents would
+	 * result, skip it (a block overwritten whole again and again).
+	 */
+	if (made >= frags_records(&f) && frags_all_whole(&f)) {
+		free(f.v);
+		return 0;
 	}
 	for (size_t i = 0; i < f.n && rc == 0;) {
 		size_t j = i + 1;

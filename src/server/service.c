@@ -133,6 +133,7 @@ struct srv_tgt {
 	bool drain_forced;
 	uint64_t agg_check_us;  /* next look at the extent file's fill */
 	uint64_t agg_used;      /* extent bytes in use after the last aggregation */
+	uint64_t agg_forced_us; /* no aggregation for space before this */
 	uint64_t aggregations;
 };
 
@@ -317,9 +318,16 @@ static void *op_buf(struct srv_op *op, size_t len)
  * space the engine reserves for it (the update then copies nothing), else
  * in an I/O buffer.
  */
+static bool aggregate_for_space(struct srv_tgt *t);
+
 static void *op_value_buf(struct srv_op *op, size_t len)
 {
+	struct eng_stats st;
+
 	op->buf = eng_value_reserve(op->t->eng, (uint32_t)len);
+	if (!op->buf && eng_tgt_stats(op->t->eng, &st) == 0 && st.extent_cap &&
+	    st.extent_used + len > st.extent_cap && aggregate_for_space(op->t))
+		op->buf = eng_value_reserve(op->t->eng, (uint32_t)len);
 	if (op->buf) {
 		op->buf_len = len;
 		op->reserved = true;
@@ -674,11 +682,15 @@ static void op_value_in(struct srv_op *op, const struct eng_key *k)
 	lode_epoch_t e = hlc_now();
 	int rc;
 
-	if (op->hdr.opcode == NET_OP_SV_UPDATE)
-		rc = eng_sv_update(t->eng, k, e, op->buf, (uint32_t)op->a.len, eng_done, op);
-	else
-		rc = eng_arr_update(t->eng, k, e, op->a.off, op->buf, (uint32_t)op->a.len, eng_done,
-				    op);
+	for (int tries = 0; tries < 2; tries++) {
+		if (op->hdr.opcode == NET_OP_SV_UPDATE)
+			rc = eng_sv_update(t->eng, k, e, op->buf, (uint32_t)op->a.len, eng_done, op);
+		else
+			rc = eng_arr_update(t->eng, k, e, op->a.off, op->buf, (uint32_t)op->a.len,
+					    eng_done, op);
+		if (rc != -ENOSPC || !aggregate_for_space(t))
+			break;
+	}
 	if (rc < 0) {
 		op->rc = rc;
 		op_reply(op);
@@ -1097,15 +1109,26 @@ static uint64_t now_us(void)
  * is half full, and again after each further tenth of growth, the target
  * aggregates every container (blocking its thread for that time).
  */
-#define AGG_CHECK_US 200000
+#define AGG_CHECK_US 20000
 #define AGG_START_PCT 50
 #define AGG_STEP_PCT 10
+
+static void aggregate_all(struct srv_tgt *t)
+{
+	struct lode_uuid conts[256];
+	struct eng_stats st;
+	int n = eng_cont_list(t->eng, conts, 256);
+
+	for (int i = 0; i < n && i < 256; i++)
+		eng_aggregate(t->eng, &conts[i], LODE_EPOCH_MAX);
+	if (eng_tgt_stats(t->eng, &st) == 0)
+		t->agg_used = st.extent_used;
+	t->aggregations++;
+}
 
 static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
 {
 	struct eng_stats st;
-	struct lode_uuid conts[256];
-	int n;
 
 	if (now < t->agg_check_us)
 		return;
@@ -1115,12 +1138,22 @@ static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
 	if (st.extent_used * 100 < st.extent_cap * AGG_START_PCT ||
 	    st.extent_used < t->agg_used + st.extent_cap * AGG_STEP_PCT / 100)
 		return;
-	n = eng_cont_list(t->eng, conts, 256);
-	for (int i = 0; i < n && i < 256; i++)
-		eng_aggregate(t->eng, &conts[i], LODE_EPOCH_MAX);
-	if (eng_tgt_stats(t->eng, &st) == 0)
-		t->agg_used = st.extent_used;
-	t->aggregations++;
+	aggregate_all(t);
+}
+
+/*
+ * Out of space: writes can outrun the periodic check. Aggregate now, at
+ * most once per AGG_CHECK_US, and let the caller try again.
+ */
+static bool aggregate_for_space(struct srv_tgt *t)
+{
+	uint64_t now = now_us();
+
+	if (now < t->agg_forced_us)
+		return false;
+	t->agg_forced_us = now + AGG_CHECK_US;
+	aggregate_all(t);
+	return true;
 }
 
 static unsigned run_ready(struct srv_tgt *t)

@@ -143,6 +143,31 @@ static void test_partial_overwrite_is_merged(void **state)
 	check_mixed(f, LODE_EPOCH_MAX);
 }
 
+/*
+ * Whole overwrites: only the newest version shows, so aggregation removes
+ * the older ones and copies nothing (no new update is flushed for a merged
+ * extent).
+ */
+static void test_whole_overwrite_is_not_copied(void **state)
+{
+	struct fix *f = *state;
+	struct eng_stats before, after;
+
+	assert_int_equal(eng_arr_update(f->t, &f->k, 1, 0, f->b, MIB, NULL, NULL), 0);
+	assert_int_equal(eng_arr_update(f->t, &f->k, 2, 0, f->b, MIB, NULL, NULL), 0);
+	assert_int_equal(eng_arr_update(f->t, &f->k, 3, 0, f->a, MIB, NULL, NULL), 0);
+	assert_int_equal(used(f), 3 * MIB);
+	assert_int_equal(eng_tgt_stats(f->t, &before), 0);
+	assert_int_equal(eng_aggregate(f->t, &f->cont, LODE_EPOCH_MAX), 0);
+	assert_int_equal(eng_tgt_stats(f->t, &after), 0);
+	assert_int_equal(after.extent_used, MIB);
+	assert_true(after.flushed_updates - before.flushed_updates <= 1); /* the removal, no merged extent */
+	assert_true(after.records < before.records);
+	memset(f->got, 0, MIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, LODE_EPOCH_MAX, 0, f->got, MIB, NULL, NULL), 0);
+	assert_memory_equal(f->got, f->a, MIB);
+}
+
 static void test_snapshot_view_is_kept(void **state)
 {
 	struct fix *f = *state;
@@ -200,6 +225,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_partial_overwrite_is_merged, setup_ram, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_overwrite_is_merged, setup_disk, teardown),
+		cmocka_unit_test_setup_teardown(test_whole_overwrite_is_not_copied, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_whole_overwrite_is_not_copied, setup_disk, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot_view_is_kept, setup_ram, teardown),
 		cmocka_unit_test_setup_teardown(test_snapshot_view_is_kept, setup_disk, teardown),
 		cmocka_unit_test_setup_teardown(test_punched_hole_stays_a_hole, setup_ram, teardown),
