@@ -56,6 +56,7 @@
 
 #include <liburing.h>
 
+#include "common/json.h"
 #include "engine/engine.h"
 
 #define KIB ((uint64_t)1024)
@@ -1710,18 +1711,7 @@ static void print_table(void)
 
 static void json_str(const char *s)
 {
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
+	lode_json_str(stdout, s);
 }
 
 static void json_phase(const struct phase *ph, uint32_t bs)

@@ -64,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "lode/lode.h"
 #include "cli/bench.h"
 
@@ -1022,22 +1023,7 @@ static void print_text(const struct result *r)
 
 static void json_str(const char *s)
 {
-	if (!s) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
+	lode_json_str(stdout, s);
 }
 
 static void json_dir(const char *name, const struct result *r, const struct hist *h)

@@ -199,20 +199,28 @@ int lode_obj_fetch(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 	return submit_or_free(r, value_in(r, buf, cap), ev, NULL);
 }
 
+/* What every extent call checks before it sends anything. */
+static int ext_check(const struct lode_key *k, uint64_t off, uint32_t len)
+{
+	int rc = key_check(k, true);
+
+	if (rc < 0)
+		return rc;
+	if (len == 0)
+		return -EINVAL;
+	if (len > LODE_IO_MAX)
+		return -E2BIG;
+	return off + len < off ? -EOVERFLOW : 0;
+}
+
 static int ext_write(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k, uint64_t off,
 		     const void *buf, uint32_t len, lode_event_t *ev, struct creq *parent)
 {
 	struct creq *r;
 	int rc;
 
-	if ((rc = key_check(k, true)) < 0)
+	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
-	if (len == 0)
-		return -EINVAL;
-	if (len > LODE_IO_MAX)
-		return -E2BIG;
-	if (off + len < off)
-		return -EOVERFLOW;
 	if (!(r = key_req(ct, NET_OP_ARR_UPDATE, oid, k)))
 		return -ENOMEM;
 	r->a.off = off;
@@ -235,14 +243,8 @@ static int ext_read(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 	struct creq *r;
 	int rc;
 
-	if ((rc = key_check(k, true)) < 0)
+	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
-	if (len == 0)
-		return -EINVAL;
-	if (len > LODE_IO_MAX)
-		return -E2BIG;
-	if (off + len < off)
-		return -EOVERFLOW;
 	if (!(r = key_req(ct, NET_OP_ARR_FETCH, oid, k)))
 		return -ENOMEM;
 	r->a.off = off;
