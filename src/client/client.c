@@ -906,7 +906,7 @@ static const char *default_addr(char *buf, size_t cap)
 
 /* The bootstrap: ask loded for its targets' worker addresses. */
 static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **msg,
-		struct net_welcome *w)
+		struct net_welcome *w, struct sockaddr_storage *server)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -917,6 +917,7 @@ static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **ms
 	if ((rc = net_addr_parse(addr, LODE_PORT_DEFAULT, &ss, &sl)) < 0)
 		return rc;
 	*loopback = net_addr_is_loopback(&ss);
+	*server = ss;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -968,15 +969,35 @@ static int choose_transport(const struct lode_conn_opts *opts, const struct net_
 	return (w->transports & *tp) ? 0 : -EPROTONOSUPPORT;
 }
 
-static int conn_eps(lode_conn_t *c, const struct net_welcome *w)
+/*
+ * One endpoint per target. Over tcp it goes through the target's UCX
+ * listener when it has one (loded survives clients that die while
+ * connecting only in that flow, decision 0004); otherwise it is made from
+ * the target's worker address.
+ */
+static int conn_eps(lode_conn_t *c, const struct net_welcome *w,
+		    const struct sockaddr_storage *server)
 {
 	for (unsigned i = 0; i < c->ntargets; i++) {
+		struct sockaddr_storage ss = *server;
 		ucp_ep_params_t ep = {0};
 		ucs_status_t st;
 
-		ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-				UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-		ep.address = (const ucp_address_t *)w->addr[i];
+		ep.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+		if (c->transport == NET_TP_TCP && w->port[i]) {
+			if (ss.ss_family == AF_INET6)
+				((struct sockaddr_in6 *)&ss)->sin6_port = htons(w->port[i]);
+			else
+				((struct sockaddr_in *)&ss)->sin_port = htons(w->port[i]);
+			ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+			ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+			ep.sockaddr.addr = (const struct sockaddr *)&ss;
+			ep.sockaddr.addrlen = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								 : sizeof(struct sockaddr_in);
+		} else {
+			ep.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+			ep.address = (const ucp_address_t *)w->addr[i];
+		}
 		/* UCX 1.13's shared-memory transports cannot report a dead peer, and
 		 * refuse to carry messages for an endpoint that asks them to; there
 		 * the request timeout is what notices a dead server. */
@@ -1080,6 +1101,7 @@ static int conn_sessions(lode_conn_t *c)
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
 {
 	ucp_am_handler_param_t hp = {0};
+	struct sockaddr_storage server;
 	struct net_welcome w;
 	char abuf[256];
 	const char *bulk = getenv("LODE_BULK"), *tmo = getenv("LODE_TIMEOUT_MS");
@@ -1100,7 +1122,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	if (!addr)
 		addr = default_addr(abuf, sizeof(abuf));
 	snprintf(c->server, sizeof(c->server), "%s", addr);
-	if ((rc = boot(addr, c->timeout_ms, &loopback, &msg, &w)) < 0)
+	if ((rc = boot(addr, c->timeout_ms, &loopback, &msg, &w, &server)) < 0)
 		goto fail;
 	c->ntargets = w.ntargets;
 	c->inline_max = w.inline_max;
@@ -1145,7 +1167,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 			goto fail;
 		}
 	}
-	if ((rc = conn_eps(c, &w)) < 0)
+	if ((rc = conn_eps(c, &w, &server)) < 0)
 		goto fail;
 	free(msg);
 	msg = NULL;

@@ -432,6 +432,7 @@ int net_welcome_encode(const struct net_welcome *wl, uint8_t *out, size_t cap)
 			return -EMSGSIZE;
 		put_le(&w, wl->addr_len[i], 4);
 		put(&w, wl->addr[i], wl->addr_len[i]);
+		put_le(&w, wl->port[i], 2);
 	}
 	return w.err ? w.err : (int)w.off;
 }
@@ -469,6 +470,7 @@ int net_welcome_decode(const void *buf, size_t len, struct net_welcome *wl)
 		if (wl->addr_len[i] == 0 || wl->addr_len[i] > NET_WORKER_ADDR_MAX)
 			return r.err ? r.err : -EMSGSIZE;
 		wl->addr[i] = take(&r, wl->addr_len[i]);
+		wl->port[i] = (uint16_t)get_le(&r, 2);
 	}
 	if (r.err)
 		return r.err;

@@ -212,7 +212,9 @@ int net_status_decode(const void *buf, size_t len, struct net_status *s);
  *           u32 inline_max, u32 transports (NET_TP_* offered), u8 bulk
  *           (NET_BULK_* the server prefers for large values, 0: by transport),
  *           u32 pid, u8 host length + host name,
- *           then per target: u32 length + its UCX worker address.
+ *           then per target: u32 length + its UCX worker address, u16 the
+ *           port of its UCX listener on the listen address (0: none; tcp
+ *           clients connect there, see docs/decisions/0004).
  */
 #define NET_BOOT_MAGIC 0x42444f4cu /* "LODB" */
 #define NET_HELLO_SIZE 8
@@ -236,6 +238,7 @@ struct net_welcome {
 	char host[256];
 	const uint8_t *addr[NET_TARGETS_MAX]; /* point into the decoded buffer */
 	uint32_t addr_len[NET_TARGETS_MAX];
+	uint16_t port[NET_TARGETS_MAX];
 };
 
 void net_hello_encode(uint8_t *out);

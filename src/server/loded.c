@@ -91,7 +91,7 @@ static void greet(struct srv *s, int fd)
 		const void *a;
 		size_t al;
 
-		srv_tgt_address(s, i, &a, &al);
+		srv_tgt_address(s, i, &a, &al, &w.port[i]);
 		w.addr[i] = a;
 		w.addr_len[i] = (uint32_t)al;
 		cap += 4 + al;
@@ -223,6 +223,7 @@ int main(int argc, char **argv)
 
 		loopback = net_addr_parse(cfg.listen, LODE_PORT_DEFAULT, &ss, &sl) == 0 &&
 			   net_addr_is_loopback(&ss);
+		s.listen_ss = ss;
 	}
 	if ((rc = net_context_create(s.transports, loopback, &s.ctx)) < 0) {
 		fprintf(stderr, "loded: UCX: %s\n", lode_strerror(rc));

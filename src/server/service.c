@@ -33,6 +33,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,8 +53,11 @@
  * shared-memory rkey maps the client's segment, and mapping it per request
  * costs more than moving the data (docs/decisions/0004).
  */
+struct cm_conn;
+
 struct session {
 	struct srv_tgt *t;
+	struct cm_conn *cm;  /* the session runs on this accepted endpoint (tcp), not its own */
 	ucp_ep_h ep;
 	uint32_t id;
 	bool peer_err;  /* the endpoint reports the client's death (tcp, rdma) */
@@ -95,6 +100,7 @@ struct srv_op {
 	bool reserved;              /* buf is engine extent space (eng_value_reserve) */
 	int rk_slot;                /* rkey is the session's cached one in this slot, or -1 */
 	struct session *sess;       /* the client's session: replies and RMA go on its endpoint */
+	struct cm_conn *cm;         /* HELLO over an accepted endpoint: the session goes on it */
 	bool in_cb;                 /* inside the AM callback: ep (UCX's reply endpoint) is valid */
 	uint32_t bye;               /* NET_OP_BYE: the session to end once the reply is sent */
 	/* Not cleared between uses: */
@@ -129,6 +135,9 @@ struct srv_tgt {
 	 */
 	struct session *sessions[SESSIONS_MAX];
 	unsigned session_hint;
+	ucp_listener_h listener;  /* tcp clients connect here (UCX's connection manager) */
+	uint16_t port;
+	struct cm_conn *conns;    /* endpoints the listener accepted */
 	uint64_t drain_deadline; /* stopping: when to stop waiting for clients */
 	bool drain_forced;
 	uint64_t agg_check_us;  /* next look at the extent file's fill */
@@ -378,6 +387,8 @@ static bool ucs_started(ucs_status_ptr_t sp, struct srv_op *op)
 /* ---- replies ---------------------------------------------------------------- */
 
 static void session_close(struct srv_tgt *t, uint32_t sn);
+struct cm_conn;
+static void cm_unlink_session(struct cm_conn *cc);
 
 /*
  * A BYE: the session takes no more requests. Over tcp UCX carries the
@@ -727,14 +738,145 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 	for (struct srv_op *op = t->busy; op; op = op->bnext)
 		if (op->sess == ss && op->ureq)
 			ucp_request_cancel(t->worker, op->ureq);
-	/* Forcing cancels what is outstanding on it; those ops then fail. */
-	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-	sp = ucp_ep_close_nbx(ss->ep, &p);
-	if (sp && !UCS_PTR_IS_ERR(sp))
-		ucp_request_free(sp);
+	if (ss->cm) {
+		/* The endpoint is the accepted connection's; it closes with that. */
+		cm_unlink_session(ss->cm);
+	} else {
+		/* Forcing cancels what is outstanding on it; those ops then fail. */
+		p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+		p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+		sp = ucp_ep_close_nbx(ss->ep, &p);
+		if (sp && !UCS_PTR_IS_ERR(sp))
+			ucp_request_free(sp);
+	}
 	if (ss->refs == 0)
 		session_free(ss);
+}
+
+/* ---- accepted endpoints (tcp) -------------------------------------------------- */
+
+/*
+ * A tcp client connects through its target's UCX listener, and loded makes
+ * the endpoint from the connection request, with peer-failure handling; the
+ * client's session then runs on that endpoint. UCX 1.13 aborts the server
+ * when a client dies inside a wire-up started from a worker address, but
+ * not in this flow (docs/decisions/0004). Shared memory has no listener and
+ * keeps the worker-address flow.
+ */
+struct cm_conn {
+	struct srv_tgt *t;
+	ucp_ep_h ep;
+	struct session *ss; /* its session, once a HELLO made one */
+	struct cm_conn *prev, *next;
+};
+
+static void cm_unlink_session(struct cm_conn *cc)
+{
+	if (cc->ss) {
+		cc->ss->cm = NULL;
+		cc->ss = NULL;
+	}
+}
+
+static void cm_close(struct cm_conn *cc)
+{
+	struct srv_tgt *t = cc->t;
+	ucp_request_param_t p = {0};
+	ucs_status_ptr_t sp;
+
+	if (cc->ss) {
+		struct session *ss = cc->ss;
+
+		session_close(t, ss->id); /* unlinks cc->ss; leaves the endpoint to us */
+		/* ...and, having no endpoint of its own, it must not close ours. */
+	}
+	for (struct srv_op *op = t->busy; op; op = op->bnext)
+		if (op->cm == cc)
+			op->cm = NULL;
+	if (cc->prev)
+		cc->prev->next = cc->next;
+	else
+		t->conns = cc->next;
+	if (cc->next)
+		cc->next->prev = cc->prev;
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+	sp = ucp_ep_close_nbx(cc->ep, &p);
+	if (sp && !UCS_PTR_IS_ERR(sp))
+		ucp_request_free(sp);
+	free(cc);
+}
+
+static void cm_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+	cm_close(arg);
+}
+
+static void cm_accept(ucp_conn_request_h req, void *arg)
+{
+	struct srv_tgt *t = arg;
+	ucp_ep_params_t ep = {0};
+	struct cm_conn *cc;
+
+	if (atomic_load(&t->s->stop) || !(cc = calloc(1, sizeof(*cc)))) {
+		ucp_listener_reject(t->listener, req);
+		return;
+	}
+	cc->t = t;
+	ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+			UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	ep.conn_request = req;
+	ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	ep.err_handler.cb = cm_error;
+	ep.err_handler.arg = cc;
+	if (ucp_ep_create(t->worker, &ep, &cc->ep) != UCS_OK) {
+		free(cc);
+		return;
+	}
+	cc->next = t->conns;
+	if (t->conns)
+		t->conns->prev = cc;
+	t->conns = cc;
+}
+
+static struct cm_conn *cm_find(struct srv_tgt *t, ucp_ep_h ep)
+{
+	for (struct cm_conn *cc = t->conns; cc; cc = cc->next)
+		if (cc->ep == ep)
+			return cc;
+	return NULL;
+}
+
+/* Listen for tcp clients on the listen address's host, on a port of the kernel's choice. */
+static void cm_listen(struct srv_tgt *t)
+{
+	struct sockaddr_storage ss = t->s->listen_ss;
+	ucp_listener_params_t lp = {0};
+	ucp_listener_attr_t la = {0};
+	socklen_t len = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						  : sizeof(struct sockaddr_in);
+
+	if (!(t->s->transports & NET_TP_TCP) || !ss.ss_family)
+		return;
+	if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	else
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+	lp.sockaddr.addr = (struct sockaddr *)&ss;
+	lp.sockaddr.addrlen = len;
+	lp.conn_handler.cb = cm_accept;
+	lp.conn_handler.arg = t;
+	if (ucp_listener_create(t->worker, &lp, &t->listener) != UCS_OK) {
+		srv_log("target %u: no UCX listener; tcp clients use worker addresses", t->idx);
+		t->listener = NULL;
+		return;
+	}
+	la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+	if (ucp_listener_query(t->listener, &la) == UCS_OK)
+		t->port = ntohs(la.sockaddr.ss_family == AF_INET6
+					? ((struct sockaddr_in6 *)&la.sockaddr)->sin6_port
+					: ((struct sockaddr_in *)&la.sockaddr)->sin_port);
 }
 
 /* A client went away: its session ends; other clients carry on. */
@@ -783,6 +925,23 @@ static void session_open(struct srv_op *op)
 	}
 	ss->t = t;
 	ss->id = i + 1;
+	if (op->cm) {
+		/* Accepted over tcp: the session runs on that endpoint, already wired. */
+		if (op->cm->ss)
+			session_close(t, op->cm->ss->id); /* a second hello replaces the first */
+		ss->cm = op->cm;
+		ss->ep = op->cm->ep;
+		ss->peer_err = true;
+		op->cm->ss = ss;
+		t->sessions[i] = ss;
+		t->session_hint = (i + 1) % SESSIONS_MAX;
+		op->val = i + 1;
+		op->hdr.session = i + 1;
+		op_bind(op, ss);
+		op->stage = ST_REPLY;
+		op_queue(op);
+		return;
+	}
 	ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
 	ep.address = (const ucp_address_t *)op->buf;
 	ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
@@ -1060,6 +1219,8 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 			rc = -ENOMEM;
 		else
 			memcpy(op->buf, data, len);
+		if (rc == 0)
+			op->cm = cm_find(t, op->ep);
 	} else if (rc == 0 && op_has_value_in(op->hdr.opcode) && op->a.bulk == NET_BULK_NONE) {
 		if (len != op->a.len)
 			rc = -EPROTO;
@@ -1250,8 +1411,12 @@ static void tgt_free(struct srv_tgt *t)
 {
 	struct srv_op *op;
 
+	if (t->listener)
+		ucp_listener_destroy(t->listener);
 	for (uint32_t i = 0; t->worker && i < SESSIONS_MAX; i++)
 		session_close(t, i + 1);
+	while (t->conns)
+		cm_close(t->conns);
 	/* Ops a drain gave up on: cancel their receives, then release them. */
 	for (op = t->busy; op; op = op->bnext)
 		if (op->ureq)
@@ -1358,6 +1523,7 @@ static int tgt_open(struct srv *s, unsigned i, struct srv_tgt **out)
 		if (ucp_mem_map(s->ctx, &mp, &t->arena_memh) != UCS_OK)
 			t->arena_memh = NULL;
 	}
+	cm_listen(t);
 	if ((rc = net_ucs_errno(ucp_worker_get_efd(t->worker, &efd))) < 0)
 		goto fail;
 	if ((t->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
@@ -1393,10 +1559,11 @@ fail:
 	return rc;
 }
 
-void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len)
+void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len, uint16_t *port)
 {
 	*addr = s->tgts[i]->addr;
 	*len = s->tgts[i]->addr_len;
+	*port = s->tgts[i]->port;
 }
 
 void srv_stop(struct srv *s)

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <ucp/api/ucp.h>
 
@@ -22,6 +23,7 @@ struct srv {
 	ucp_context_h ctx;
 	uint32_t transports;  /* NET_TP_* offered */
 	uint8_t bulk;         /* NET_BULK_* preferred, 0: by transport */
+	struct sockaddr_storage listen_ss; /* the listen address (targets' UCX listeners use its host) */
 	unsigned ntargets;
 	struct srv_tgt *tgts[SRV_TARGETS_MAX];
 	atomic_bool stop;     /* drain and exit */
@@ -34,8 +36,11 @@ struct srv {
  */
 int srv_start(struct srv *s);
 
-/* Worker address of target i, for the welcome message (owned by the service). */
-void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len);
+/*
+ * Worker address of target i, and the port of its UCX listener (0: none),
+ * for the welcome message (owned by the service).
+ */
+void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len, uint16_t *port);
 
 /* Set stop, let every target finish what it has in flight, close everything. */
 void srv_stop(struct srv *s);

@@ -184,7 +184,7 @@ static void check_welcome_same(const struct net_welcome *a, const struct net_wel
 	      a->inline_max == b->inline_max && a->transports == b->transports &&
 	      a->bulk == b->bulk && a->pid == b->pid && strcmp(a->host, b->host) == 0);
 	for (unsigned i = 0; i < a->ntargets; i++)
-		CHECK(a->addr_len[i] == b->addr_len[i] &&
+		CHECK(a->addr_len[i] == b->addr_len[i] && a->port[i] == b->port[i] &&
 		      same_bytes(a->addr[i], b->addr[i], a->addr_len[i]));
 }
 

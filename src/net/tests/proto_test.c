@@ -882,6 +882,7 @@ static void welcome_fill(struct net_welcome *w, uint16_t ntargets, const char *h
 	for (unsigned i = 0; i < NET_TARGETS_MAX; i++) {
 		w->addr[i] = addr_pool + i;
 		w->addr_len[i] = 1 + (i * 37) % 300;
+		w->port[i] = (uint16_t)(20000 + i * 11);
 	}
 }
 
@@ -904,8 +905,10 @@ static void wire_welcome(const struct net_welcome *wl, uint16_t ntargets, struct
 	for (unsigned i = 0; i < ntargets && i < NET_TARGETS_MAX; i++) {
 		w_le(w, wl->addr_len[i], 4);
 		/* an over-long address is refused on its length; no bytes need follow */
-		if (wl->addr_len[i] <= NET_WORKER_ADDR_MAX)
+		if (wl->addr_len[i] <= NET_WORKER_ADDR_MAX) {
 			w_bytes(w, wl->addr[i], wl->addr_len[i]);
+			w_le(w, wl->port[i], 2);
+		}
 	}
 }
 
@@ -946,6 +949,7 @@ static void welcome_round_trip(const struct net_welcome *w)
 		assert_int_equal(got.addr_len[i], w->addr_len[i]);
 		assert_inside(got.addr[i], got.addr_len[i], c, (size_t)n);
 		assert_memory_equal(got.addr[i], w->addr[i], w->addr_len[i]);
+		assert_int_equal(got.port[i], w->port[i]);
 	}
 	for (unsigned i = w->ntargets; i < NET_TARGETS_MAX; i++) {
 		assert_null(got.addr[i]);
