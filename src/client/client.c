@@ -335,16 +335,8 @@ static void conn_fail(lode_conn_t *c, int rc)
 		}
 	}
 	for (unsigned i = 0; i < c->ntargets; i++) {
-		ucp_request_param_t p = {0};
-		ucs_status_ptr_t sp;
-
-		if (!c->eps[i])
-			continue;
-		p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-		p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-		sp = ucp_ep_close_nbx(c->eps[i], &p);
-		if (sp && !UCS_PTR_IS_ERR(sp))
-			ucp_request_free(sp);
+		if (c->eps[i])
+			net_ep_close_force(c->eps[i]);
 		c->eps[i] = NULL;
 	}
 	for (r = c->head; r; r = next) {
@@ -1100,7 +1092,6 @@ static int conn_sessions(lode_conn_t *c)
 
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
 {
-	ucp_am_handler_param_t hp = {0};
 	struct sockaddr_storage server;
 	struct net_welcome w;
 	char abuf[256];
@@ -1152,13 +1143,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 		cw->idx = i;
 		if ((rc = net_worker_create(c->ctx, &cw->worker)) < 0)
 			goto fail;
-		hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-				UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-		hp.id = NET_AM_REPLY;
-		hp.cb = on_reply;
-		hp.arg = cw;
-		hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-		if ((rc = net_ucs_errno(ucp_worker_set_am_recv_handler(cw->worker, &hp))) < 0)
+		if ((rc = net_am_handler_set(cw->worker, NET_AM_REPLY, on_reply, cw)) < 0)
 			goto fail;
 		if ((rc = net_ucs_errno(ucp_worker_get_efd(cw->worker, &cw->efd))) < 0)
 			goto fail;

@@ -37,6 +37,18 @@ uint32_t net_transports_probe(void);
 /* A worker for one thread (UCS_THREAD_MODE_SINGLE). Errors as ucp_worker_create. */
 int net_worker_create(ucp_context_h ctx, ucp_worker_h *worker_out);
 
+/*
+ * Handle Active Message id on worker with cb(arg, ...), whole messages only.
+ * Errors as ucp_worker_set_am_recv_handler.
+ */
+int net_am_handler_set(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t cb, void *arg);
+
+/*
+ * Close ep at once, cancelling what is outstanding on it (those requests
+ * complete with an error); nothing waits for the peer.
+ */
+void net_ep_close_force(ucp_ep_h ep);
+
 /* UCX status -> 0 or a negative errno. */
 int net_ucs_errno(ucs_status_t st);
 

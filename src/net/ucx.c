@@ -188,6 +188,31 @@ int net_worker_create(ucp_context_h ctx, ucp_worker_h *worker_out)
 	return net_ucs_errno(ucp_worker_create(ctx, &wp, worker_out));
 }
 
+int net_am_handler_set(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t cb, void *arg)
+{
+	ucp_am_handler_param_t hp = {0};
+
+	hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+			UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+	hp.id = id;
+	hp.cb = cb;
+	hp.arg = arg;
+	hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+	return net_ucs_errno(ucp_worker_set_am_recv_handler(worker, &hp));
+}
+
+void net_ep_close_force(ucp_ep_h ep)
+{
+	ucp_request_param_t p = {0};
+	ucs_status_ptr_t sp;
+
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+	sp = ucp_ep_close_nbx(ep, &p);
+	if (sp && !UCS_PTR_IS_ERR(sp))
+		ucp_request_free(sp);
+}
+
 int net_addr_parse(const char *addr, unsigned default_port, struct sockaddr_storage *ss,
 		   socklen_t *len)
 {

@@ -726,9 +726,7 @@ static void rma_got(void *req, ucs_status_t st, void *arg)
 
 static void session_close(struct srv_tgt *t, uint32_t sn)
 {
-	ucp_request_param_t p = {0};
 	struct session *ss;
-	ucs_status_ptr_t sp;
 
 	if (sn == 0 || sn > SESSIONS_MAX || !(ss = t->sessions[sn - 1]))
 		return;
@@ -743,11 +741,7 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 		cm_unlink_session(ss->cm);
 	} else {
 		/* Forcing cancels what is outstanding on it; those ops then fail. */
-		p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-		p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-		sp = ucp_ep_close_nbx(ss->ep, &p);
-		if (sp && !UCS_PTR_IS_ERR(sp))
-			ucp_request_free(sp);
+		net_ep_close_force(ss->ep);
 	}
 	if (ss->refs == 0)
 		session_free(ss);
@@ -781,8 +775,6 @@ static void cm_unlink_session(struct cm_conn *cc)
 static void cm_close(struct cm_conn *cc)
 {
 	struct srv_tgt *t = cc->t;
-	ucp_request_param_t p = {0};
-	ucs_status_ptr_t sp;
 
 	if (cc->ss) {
 		struct session *ss = cc->ss;
@@ -799,11 +791,7 @@ static void cm_close(struct cm_conn *cc)
 		t->conns = cc->next;
 	if (cc->next)
 		cc->next->prev = cc->prev;
-	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-	sp = ucp_ep_close_nbx(cc->ep, &p);
-	if (sp && !UCS_PTR_IS_ERR(sp))
-		ucp_request_free(sp);
+	net_ep_close_force(cc->ep);
 	free(cc);
 }
 
@@ -1474,7 +1462,6 @@ static int tgt_open(struct srv *s, unsigned i, struct srv_tgt **out)
 	const struct srv_config *c = s->cfg;
 	struct eng_tgt_opts eo = {0};
 	struct srv_tgt *t = calloc(1, sizeof(*t));
-	ucp_am_handler_param_t hp = {0};
 	struct epoll_event ev = {.events = EPOLLIN};
 	char path[4200];
 	int efd, rc;
@@ -1504,13 +1491,7 @@ static int tgt_open(struct srv *s, unsigned i, struct srv_tgt **out)
 	rc = net_ucs_errno(ucp_worker_get_address(t->worker, &t->addr, &t->addr_len));
 	if (rc < 0)
 		goto fail;
-	hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-			UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-	hp.id = NET_AM_REQUEST;
-	hp.cb = on_request;
-	hp.arg = t;
-	hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-	if ((rc = net_ucs_errno(ucp_worker_set_am_recv_handler(t->worker, &hp))) < 0)
+	if ((rc = net_am_handler_set(t->worker, NET_AM_REQUEST, on_request, t)) < 0)
 		goto fail;
 	/* The engine's I/O buffers are registered with UCX once, here. */
 	eng_buf_region(t->eng, &t->arena, &t->arena_len);
