@@ -122,6 +122,21 @@ grep -q "RAM\$" "$dir/out" || failed "status does not show a RAM target"
 check status-json 0 L status --json
 grep -q '"transport":"tcp"' "$dir/out" || failed "status --json: $(cat "$dir/out")"
 grep -q '"ram":true' "$dir/out" || failed "status --json ram: $(cat "$dir/out")"
+# ---- the rdma transport: selectable everywhere, usable where the hardware is ----
+# This loded offers tcp only, so asking for rdma (or shm) is refused in one line.
+check rdma-not-offered 1 L --transport rdma status
+check_err rdma-not-offered "Protocol not supported"
+check shm-not-offered 1 L --transport shm status
+if ucx_info -d 2>/dev/null | grep -Eq 'Transport: (rc|ud|dc)'; then
+	echo "rdma devices present: loded --transport rdma must start"
+	check loded-rdma-help 0 "$loded" --transport rdma --help
+else
+	# No RDMA device here: loded says so and exits 1 rather than serving nothing.
+	check loded-rdma-absent 1 "$loded" --transport rdma --listen 127.0.0.1:1 \
+		--path "$dir/rdma" --ram
+	grep -q "transport rdma is not available on this host" "$dir/err" ||
+		failed "loded --transport rdma: $(cat "$dir/err")"
+fi
 check connect-refused 1 "$lode" --addr 127.0.0.1:1 --timeout 2000 status
 check_err connect-refused "connect to 127.0.0.1:1"
 
