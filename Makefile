@@ -31,6 +31,7 @@ test: deps build
 	@CC=clang cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DLODE_SANITIZE=ON -DLODE_FUZZ=ON >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp \
 	ctest --output-on-failure -j $(JOBS)
 
 bench: build
