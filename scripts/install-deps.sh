@@ -16,6 +16,8 @@ pkgs=(
 	libibverbs-dev librdmacm-dev ibverbs-providers # the rdma transport, where the hardware exists
 	python3           # bench/net/run.sh's table
 	util-linux e2fsprogs # mount/losetup/mkfs for the full-disk test
+	libfuse3-dev fuse3 # lode-fuse (fuse3 also ships fusermount3)
+	fio sqlite3 rsync tar attr # the POSIX suite's unmodified tools and benchmarks
 )
 
 missing=()

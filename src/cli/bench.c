@@ -30,7 +30,11 @@
  * i is dkey i (8 bytes, big-endian so that dkeys sort in block order)
  * holding a byte array under akey "d" at offset 0: blocks spread over the
  * targets by their dkeys. With --api array the region is one byte-array
- * object, chunked over dkeys by the library.
+ * object, chunked over dkeys by the library. With --api fs the region is a
+ * file, /lode-bench/job-N, in the container mounted through liblodefs;
+ * liblodefs calls block, so there each job keeps one I/O in flight and
+ * concurrency comes from --numjobs (the instance gives each job's thread a
+ * connection of its own), as with fio's psync engine.
  *
  * A job keeps iodepth requests in flight and resubmits a slot as soon as
  * lode_eq_poll reports it. An I/O counts when it was submitted inside the
@@ -45,6 +49,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -66,6 +71,7 @@
 
 #include "common/json.h"
 #include "lode/lode.h"
+#include "lode/lodefs.h"
 #include "cli/bench.h"
 
 #define KIB ((uint64_t)1024)
@@ -94,8 +100,9 @@ static const char *const g_prog = "lode bench";
 enum bench_rw { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_MIXED };
 static const char *const rw_name[] = {"read", "write", "randread", "randwrite", "mixed"};
 
-enum bench_api { API_OBJ, API_ARRAY };
-static const char *const api_name[] = {"obj", "array"};
+enum bench_api { API_OBJ, API_ARRAY, API_FS };
+static const char *const api_name[] = {"obj", "array", "fs"};
+#define FS_DIR "/lode-bench"
 
 struct bench_opts {
 	const char *addr;      /* NULL: lode_connect finds the local system */
@@ -361,6 +368,7 @@ static struct {
 	pthread_mutex_t err_lock;
 	int err_rc;
 	char err_msg[256];
+	lodefs_t *fs;            /* --api fs: the mounted container */
 	/* The gate the jobs wait at, ready, until the main thread says go. */
 	pthread_mutex_t gate_lock;
 	pthread_cond_t gate_cond;
@@ -433,6 +441,7 @@ struct job {
 	lode_conn_t *conn;
 	lode_cont_t *cont;
 	lode_eq_t *eq;
+	lodefs_file_t *file;    /* --api fs */
 	struct lode_conn_info info;
 	uint8_t *bufs;          /* iodepth slices of bs bytes */
 	struct slot *slots;
@@ -451,7 +460,35 @@ static const char *op_name(enum dir d)
 {
 	if (g.o.api == API_OBJ)
 		return d == DIR_READ ? "lode_obj_read" : "lode_obj_write";
+	if (g.o.api == API_FS)
+		return d == DIR_READ ? "lodefs_file_read" : "lodefs_file_write";
 	return d == DIR_READ ? "lode_array_read" : "lode_array_write";
+}
+
+/* --api fs: the job's file, one slot, and a plain buffer. */
+static int job_setup_fs(struct job *j)
+{
+	const struct bench_opts *o = &g.o;
+	char path[64];
+	void *p;
+	int rc;
+
+	snprintf(path, sizeof(path), FS_DIR "/job-%u", j->id);
+	rc = lodefs_path_open(g.fs, NULL, path, O_CREAT | O_RDWR, 0644, &j->file);
+	if (rc < 0)
+		return bench_fail(rc, "job %u: lodefs_path_open %s", j->id, path);
+	rc = posix_memalign(&p, 4096, o->bs);
+	if (rc)
+		return bench_fail(-rc, "job %u: malloc of %u bytes", j->id, o->bs);
+	j->bufs = p;
+	pattern_fill(j->bufs, o->bs, j->id, j->id);
+	if (!(j->slots = calloc(1, sizeof(*j->slots))))
+		return bench_fail(-ENOMEM, "job %u: out of memory", j->id);
+	j->slots[0].job = j;
+	j->slots[0].buf = j->bufs;
+	j->nblocks = o->size / o->bs;
+	j->rng = now_ns() ^ ((uint64_t)j->id << 32);
+	return 0;
 }
 
 static int job_setup(struct job *j)
@@ -463,6 +500,8 @@ static int job_setup(struct job *j)
 	unsigned i;
 	int rc;
 
+	if (o->api == API_FS)
+		return job_setup_fs(j);
 	rc = lode_connect(o->addr, &copts, &j->conn);
 	if (rc < 0)
 		return bench_fail(rc, "job %u: lode_connect", j->id);
@@ -518,8 +557,10 @@ static void job_teardown(struct job *j)
 	 * buffers and events: they are the library's until completion. */
 	if (j->inflight)
 		return;
+	if (j->file)
+		lodefs_file_close(j->file);
 	if (j->bufs) {
-		if (g.o.registered)
+		if (g.o.registered && g.o.api != API_FS)
 			lode_buf_free(j->conn, j->bufs);
 		else
 			free(j->bufs);
@@ -534,12 +575,10 @@ static void job_teardown(struct job *j)
 	free(j->evs);
 }
 
-static int slot_submit(struct job *j, struct slot *s, const struct phase *ph)
+/* Pick the slot's next block and direction, and fill or poison its buffer. */
+static void slot_choose(struct job *j, struct slot *s, const struct phase *ph)
 {
 	const struct bench_opts *o = &g.o;
-	uint64_t off;
-	unsigned k;
-	int rc;
 
 	s->block = ph->rand ? rand_below(&j->rng, j->nblocks) : j->next_block++ % j->nblocks;
 	if (ph->readpct >= 100)
@@ -554,6 +593,16 @@ static int slot_submit(struct job *j, struct slot *s, const struct phase *ph)
 		else
 			memset(s->buf, 0xa5, o->bs);
 	}
+}
+
+static int slot_submit(struct job *j, struct slot *s, const struct phase *ph)
+{
+	const struct bench_opts *o = &g.o;
+	uint64_t off;
+	unsigned k;
+	int rc;
+
+	slot_choose(j, s, ph);
 	rc = lode_event_init(&s->ev, j->eq);
 	if (rc < 0)
 		return bench_fail(rc, "job %u: lode_event_init", j->id);
@@ -619,12 +668,43 @@ static bool job_more(const struct job *j, const struct phase *ph, uint64_t now)
  * Keep iodepth requests in flight until the phase ends, then drain. Returns
  * early, with requests still in flight, only if lode_eq_poll itself fails.
  */
+/* --api fs: one blocking call after another, each timed like a completion. */
+static void job_phase_fs(struct job *j, const struct phase *ph)
+{
+	struct slot *s = &j->slots[0];
+	uint64_t now = now_ns();
+	ssize_t n;
+
+	j->issued = 0;
+	j->next_block = 0;
+	while (job_more(j, ph, now)) {
+		slot_choose(j, s, ph);
+		s->t_submit = now_ns();
+		if (s->dir == DIR_READ)
+			n = lodefs_file_read(j->file, s->buf, g.o.bs, s->block * g.o.bs);
+		else
+			n = lodefs_file_write(j->file, s->buf, g.o.bs, s->block * g.o.bs, NULL);
+		now = now_ns();
+		s->ev.rc = n < 0 ? (int)n : n != (ssize_t)g.o.bs ? -EIO : 0;
+		j->issued++;
+		j->inflight++;
+		slot_complete(j, s, ph, now);
+		if (s->ev.rc < 0)
+			break;
+	}
+	j->t_done = now_ns();
+}
+
 static void job_phase(struct job *j, const struct phase *ph)
 {
 	unsigned depth = g.o.iodepth, i;
 	uint64_t now = now_ns();
 	int n, k;
 
+	if (g.o.api == API_FS) {
+		job_phase_fs(j, ph);
+		return;
+	}
 	j->issued = 0;
 	j->next_block = 0;
 	for (i = 0; i < depth && job_more(j, ph, now); i++)
@@ -1254,7 +1334,9 @@ static void usage(FILE *f)
 "                       the end [bench]\n"
 "  --api obj|array      obj: lode_obj_write/read, one dkey per block (its 8-byte\n"
 "                       index), akey \"" AKEY "\", offset 0; array: lode_array_write/read\n"
-"                       on one array object per job [obj]\n"
+"                       on one array object per job; fs: lodefs_file_write/read\n"
+"                       on one file per job through liblodefs (then --iodepth\n"
+"                       must be 1: use --numjobs) [obj]\n"
 "  --registered 0|1     1: buffers from lode_buf_alloc; 0: malloc'd [1]\n"
 "  --prefill 0|1        before a test that reads, write each job's region once,\n"
 "                       unmeasured [1]\n"
@@ -1468,8 +1550,10 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				o->api = API_OBJ;
 			else if (strcmp(optarg, "array") == 0)
 				o->api = API_ARRAY;
+			else if (strcmp(optarg, "fs") == 0)
+				o->api = API_FS;
 			else
-				rc = arg_error("--api: '%s' is not obj or array", optarg);
+				rc = arg_error("--api: '%s' is not obj, array or fs", optarg);
 			break;
 		case O_REGISTERED:
 			rc = parse_bool("--registered", optarg, &o->registered);
@@ -1507,6 +1591,9 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				 o->bs);
 	if (o->ramp > 0 && o->runtime <= 0)
 		return arg_error("--ramp needs a --runtime above 0");
+	if (o->api == API_FS && o->iodepth != 1)
+		return arg_error("--api fs: liblodefs calls block, so --iodepth must be 1; "
+				 "use --numjobs for concurrency");
 	return 0;
 }
 
@@ -1569,6 +1656,19 @@ int lode_bench_main(int argc, char **argv)
 		goto out;
 	}
 	r->cont_created = rc == 0;
+	if (g.o.api == API_FS) {
+		struct lodefs_opts fo = {.transport = g.o.transport};
+
+		rc = lodefs_mount(g.o.addr, g.o.cont, &fo, &g.fs);
+		if (rc == 0)
+			rc = lodefs_path_mkdir(g.fs, NULL, FS_DIR, 0755);
+		if (rc < 0 && rc != -EEXIST) {
+			fprintf(stderr, "%s: cannot mount container \"%s\" through liblodefs: %s\n",
+				g_prog, g.o.cont, lode_strerror(rc));
+			status = 1;
+			goto out;
+		}
+	}
 
 	if (g.o.ceiling)
 		ceilings_measure(&r->ceil);
@@ -1593,6 +1693,10 @@ int lode_bench_main(int argc, char **argv)
 
 	for (i = 0; i < g.o.numjobs; i++)
 		job_teardown(&jobs[i]);
+	if (g.fs) {
+		lodefs_umount(g.fs);
+		g.fs = NULL;
+	}
 	if (r->cont_created) {
 		rc = lode_cont_destroy(ctl, g.o.cont);
 		if (rc < 0)

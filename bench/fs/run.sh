@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+#
+# bench/fs/run.sh: the POSIX layer's performance table. In one run it sets up
+#   local   a directory on tmpfs (/dev/shm), the medium the RAM targets use;
+#   pt      that directory through FUSE's passthrough_ll example (built here
+#           from libfuse3-dev's examples), the cost of FUSE alone;
+#   fuse    a Lode container mounted by lode-fuse (RAM-mode loded);
+#   preload the same mount with LD_PRELOAD=liblode-preload.so, so fio's
+#           reads and writes go through liblodefs and skip the kernel;
+#   lib     `lode bench --api fs`: liblodefs itself, no kernel at all;
+# and runs the same fio workloads (O_DIRECT, so every I/O reaches the file
+# system under test rather than the page cache) on each, REPEAT times, plus
+# lode-mdbench's metadata rates. It prints a Markdown table of medians with
+# their spread, the ratios the issue sets targets for, and keeps every JSON.
+#
+# usage: bench/fs/run.sh [BUILD_DIR] [OUT_DIR]
+# environment:
+#   RUNTIME    seconds per fio / lode bench run [10]
+#   REPEAT     runs per case [3]
+#   TRANSPORT  lode-fuse's and liblodefs's transport [shm]
+#   TARGETS    loded targets [2]
+#   SIZE_MB    MiB of file per case (fio's jobs share one file; lode bench
+#              gives each job SIZE_MB / numjobs) [256]
+#   MDFILES    files per metadata run [20000]
+# Exit status: 0 when every run completed (a missed target is reported, not
+# an error); 1 on a failed run or set-up; 2 on bad usage.
+set -euo pipefail
+
+usage() {
+	sed -n '3,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+case "${1:-}" in
+-h | --help)
+	usage
+	exit 0
+	;;
+esac
+[ $# -le 2 ] || {
+	usage >&2
+	exit 2
+}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-$ROOT/build}
+OUT=${2:-$(mktemp -d "${TMPDIR:-/tmp}/lode-fsbench.XXXXXX")}
+RUNTIME=${RUNTIME:-10}
+REPEAT=${REPEAT:-3}
+TRANSPORT=${TRANSPORT:-shm}
+TARGETS=${TARGETS:-2}
+SIZE_MB=${SIZE_MB:-256}
+MDFILES=${MDFILES:-20000}
+BIN=$BUILD/bin
+PRELOAD=$BUILD/lib/liblode-preload.so
+[ -f "$PRELOAD" ] || PRELOAD=$BIN/liblode-preload.so
+EXAMPLES=/usr/share/doc/libfuse3-dev/examples
+
+for b in "$BIN/lode" "$BIN/loded" "$BIN/lode-fuse" "$BIN/lode-mdbench" "$PRELOAD"; do
+	[ -e "$b" ] || {
+		echo "run.sh: $b not found; build first (make)" >&2
+		exit 2
+	}
+done
+for t in fio python3 gcc fusermount3; do
+	command -v "$t" >/dev/null || {
+		echo "run.sh: $t is needed (scripts/install-deps.sh installs it)" >&2
+		exit 2
+	}
+done
+[ -f "$EXAMPLES/passthrough_ll.c" ] || {
+	echo "run.sh: $EXAMPLES/passthrough_ll.c not found (libfuse3-dev)" >&2
+	exit 2
+}
+mkdir -p "$OUT"
+
+WORK=/dev/shm/lode-fsbench-$$
+LOCAL=$WORK/local
+DATA=$WORK/data
+MNT_PT=$OUT/mnt-pt
+MNT_LODE=$OUT/mnt-lode
+PT=$OUT/passthrough_ll
+loded_pid=
+
+cleanup() {
+	local rc=$?
+	trap - EXIT
+	for m in "$MNT_LODE" "$MNT_PT"; do
+		if mountpoint -q "$m" 2>/dev/null; then
+			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+		fi
+	done
+	if [ -n "$loded_pid" ] && kill -0 "$loded_pid" 2>/dev/null; then
+		kill -TERM "$loded_pid" 2>/dev/null || true
+		for _ in $(seq 1 100); do
+			kill -0 "$loded_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$loded_pid" 2>/dev/null || true
+		wait "$loded_pid" 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$LOCAL" "$DATA" "$MNT_PT" "$MNT_LODE"
+gcc -O2 -I"$EXAMPLES" -o "$PT" "$EXAMPLES/passthrough_ll.c" \
+	$(pkg-config --cflags --libs fuse3)
+
+PORT=$(python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+ADDR=127.0.0.1:$PORT
+export LODE_ADDR=$ADDR UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+echo "run.sh: loded on $ADDR ($TARGETS RAM targets), output in $OUT" >&2
+"$BIN/loded" --listen "$ADDR" --path "$DATA" --ram --capacity 4G --targets "$TARGETS" \
+	>"$OUT/loded.log" 2>&1 &
+loded_pid=$!
+for _ in $(seq 1 300); do
+	"$BIN/lode" status >/dev/null 2>&1 && break
+	kill -0 "$loded_pid" 2>/dev/null || {
+		cat "$OUT/loded.log" >&2
+		exit 1
+	}
+	sleep 0.1
+done
+"$BIN/lode" cont create fsbench
+"$BIN/lode-fuse" --transport "$TRANSPORT" fsbench "$MNT_LODE"
+"$PT" "$MNT_PT" -o source="$LOCAL"
+mountpoint -q "$MNT_LODE" && mountpoint -q "$MNT_PT" || {
+	echo "run.sh: a mount failed" >&2
+	exit 1
+}
+
+# fio: name | arguments. --thread keeps fio's jobs in one process, which is
+# what the preload library needs to share one liblodefs instance.
+FIO_CASES=(
+	"seqread-1m|--rw=read --bs=1m --ioengine=psync --numjobs=1"
+	"seqwrite-1m|--rw=write --bs=1m --ioengine=psync --numjobs=1"
+	"randread-4k-j16|--rw=randread --bs=4k --ioengine=psync --numjobs=16"
+	"randread-4k-j32|--rw=randread --bs=4k --ioengine=psync --numjobs=32"
+	"randwrite-4k-j16|--rw=randwrite --bs=4k --ioengine=psync --numjobs=16"
+	"randwrite-4k-j32|--rw=randwrite --bs=4k --ioengine=psync --numjobs=32"
+	"randread-4k-uring-qd16|--rw=randread --bs=4k --ioengine=io_uring --iodepth=16 --numjobs=1"
+	"randread-4k-uring-qd32|--rw=randread --bs=4k --ioengine=io_uring --iodepth=32 --numjobs=1"
+	"randwrite-4k-uring-qd16|--rw=randwrite --bs=4k --ioengine=io_uring --iodepth=16 --numjobs=1"
+	"randwrite-4k-uring-qd32|--rw=randwrite --bs=4k --ioengine=io_uring --iodepth=32 --numjobs=1"
+)
+# lode bench through liblodefs: name | arguments (one file per job).
+LIB_CASES=(
+	"seqread-1m|--rw read --bs 1m --numjobs 1"
+	"seqwrite-1m|--rw write --bs 1m --numjobs 1"
+	"randread-4k-j16|--rw randread --bs 4k --numjobs 16"
+	"randread-4k-j32|--rw randread --bs 4k --numjobs 32"
+	"randwrite-4k-j16|--rw randwrite --bs 4k --numjobs 16"
+	"randwrite-4k-j32|--rw randwrite --bs 4k --numjobs 32"
+)
+
+run_fio() { # where name args rep
+	local where=$1 name=$2 args=$3 rep=$4 dir pre=()
+	case $where in
+	local) dir=$LOCAL ;;
+	pt) dir=$MNT_PT ;;
+	fuse) dir=$MNT_LODE ;;
+	preload)
+		dir=$MNT_LODE
+		pre=(env LD_PRELOAD="$PRELOAD" LODEFS_CHANNELS=32)
+		;;
+	esac
+	# One data file per case, shared by its jobs; laid out once, unmeasured.
+	# shellcheck disable=SC2086 # args is a list of words by design
+	"${pre[@]}" fio --name="$name" --filename="$dir/fio-${name%%-j*}.dat" --size="${SIZE_MB}m" \
+		--direct=1 --thread --group_reporting --time_based --runtime="$RUNTIME" \
+		--output-format=json $args >"$OUT/$where.$name.r$rep.json" 2>"$OUT/$where.$name.r$rep.err" || {
+		echo "run.sh: fio $name on $where failed:" >&2
+		cat "$OUT/$where.$name.r$rep.err" >&2
+		exit 1
+	}
+}
+
+for rep in $(seq 1 "$REPEAT"); do
+	for c in "${FIO_CASES[@]}"; do
+		name=${c%%|*}
+		args=${c#*|}
+		for where in local pt fuse preload; do
+			# io_uring submissions go to the kernel: the preload library cannot take them.
+			[[ $where == preload && $name == *uring* ]] && continue
+			echo "run.sh: run $rep/$REPEAT: fio $name on $where" >&2
+			run_fio "$where" "$name" "$args" "$rep"
+		done
+	done
+	for c in "${LIB_CASES[@]}"; do
+		name=${c%%|*}
+		args=${c#*|}
+		echo "run.sh: run $rep/$REPEAT: lode bench --api fs $name" >&2
+		jobs=${args##*--numjobs }
+		# shellcheck disable=SC2086
+		LODEFS_CHANNELS=32 "$BIN/lode" bench --api fs --cont fsbench --transport "$TRANSPORT" \
+			$args --size "$((SIZE_MB / jobs))m" --runtime "$RUNTIME" --json \
+			>"$OUT/lib.$name.r$rep.json" 2>"$OUT/lib.$name.r$rep.err" || {
+			echo "run.sh: lode bench $name failed:" >&2
+			cat "$OUT/lib.$name.r$rep.err" >&2
+			exit 1
+		}
+	done
+	for threads in 1 4; do
+		for dirs in 1 "$threads"; do
+			[ "$threads" = 1 ] && [ "$dirs" != 1 ] && continue
+			md="md-t$threads-d$dirs"
+			[ "$threads" != 1 ] && [ "$dirs" != 1 ] && md="md-t$threads-dmany"
+			echo "run.sh: run $rep/$REPEAT: $md" >&2
+			"$BIN/lode-mdbench" --api lib --container fsbench --files "$MDFILES" \
+				--threads "$threads" --dirs "$dirs" --json >"$OUT/lib.$md.r$rep.json"
+			for where in local pt fuse; do
+				case $where in
+				local) dir=$LOCAL ;;
+				pt) dir=$MNT_PT ;;
+				fuse) dir=$MNT_LODE ;;
+				esac
+				"$BIN/lode-mdbench" --api posix --dir "$dir" --files "$MDFILES" \
+					--threads "$threads" --dirs "$dirs" --json >"$OUT/$where.$md.r$rep.json"
+			done
+		done
+	done
+done
+
+python3 - "$OUT" "$REPEAT" <<'PY' | tee "$OUT/summary.md"
+import glob, json, os, statistics, sys
+
+out, repeat = sys.argv[1], int(sys.argv[2])
+WHERE = ["local", "pt", "fuse", "preload", "lib"]
+LABEL = {"local": "tmpfs", "pt": "passthrough_ll", "fuse": "lode-fuse",
+         "preload": "preload", "lib": "liblodefs"}
+
+
+def runs(where, name):
+    vals = []
+    for i in range(1, repeat + 1):
+        p = os.path.join(out, "%s.%s.r%d.json" % (where, name, i))
+        if not os.path.exists(p):
+            return None
+        with open(p) as f:
+            j = json.load(f)
+        vals.append(j)
+    return vals
+
+
+def io_value(where, name):
+    """(bytes/s, IOPS) medians and IOPS spread, from fio or lode bench JSON."""
+    rs = runs(where, name)
+    if rs is None:
+        return None
+    bw, iops = [], []
+    for j in rs:
+        if "jobs" in j:  # fio
+            job = j["jobs"][0]
+            d = job["read"] if job["read"]["io_bytes"] else job["write"]
+            bw.append(d["bw_bytes"])
+            iops.append(d["iops"])
+        else:  # lode bench
+            bw.append(j["result"]["bw_mib_s"] * 1048576)
+            iops.append(j["result"]["iops"])
+    return statistics.median(bw), statistics.median(iops), min(iops), max(iops)
+
+
+def fmt(v, big):
+    if v is None:
+        return "—"
+    bw, iops, lo, hi = v
+    if big:
+        return "%.2f GiB/s" % (bw / 2**30)
+    return "%.1fK (%.1f–%.1fK)" % (iops / 1e3, lo / 1e3, hi / 1e3)
+
+
+names = sorted({os.path.basename(p).split(".")[1] for p in glob.glob(os.path.join(out, "*.r1.json"))
+                if not os.path.basename(p).split(".")[1].startswith("md-")})
+print("### Data path (fio --direct=1; lode bench --api fs for liblodefs), medians of %d runs\n" % repeat)
+print("| workload | " + " | ".join(LABEL[w] for w in WHERE) + " |")
+print("|---|" + "---|" * len(WHERE))
+vals = {}
+for n in names:
+    big = n.startswith("seq")
+    row = []
+    for w in WHERE:
+        v = io_value(w, n)
+        vals[(w, n)] = v
+        row.append(fmt(v, big))
+    print("| %s | %s |" % (n, " | ".join(row)))
+
+print("\n### Targets (4 KiB random reads, psync, 16 and 32 threads)\n")
+print("| ratio | j16 | j32 | target |")
+print("|---|---|---|---|")
+def ratio(a, b, n):
+    va, vb = vals.get((a, n)), vals.get((b, n))
+    if not va or not vb or not vb[1]:
+        return None
+    return va[1] / vb[1]
+for a, b, t, text in [("fuse", "pt", 0.8, "lode-fuse / passthrough_ll"),
+                      ("preload", "lib", 0.9, "preload / liblodefs"),
+                      ("preload", "fuse", 3.0, "preload / lode-fuse")]:
+    cells = []
+    for n in ["randread-4k-j16", "randread-4k-j32"]:
+        r = ratio(a, b, n)
+        cells.append("—" if r is None else "%.2f%s" % (r, "" if r >= t else " (missed)"))
+    print("| %s | %s | %s | >= %.2f |" % (text, cells[0], cells[1], t))
+
+print("\n### Metadata (lode-mdbench), operations per second, medians (min–max)\n")
+print("| case | where | create | stat | unlink |")
+print("|---|---|---|---|---|")
+mds = sorted({os.path.basename(p).split(".")[1] for p in glob.glob(os.path.join(out, "*.md-*.r1.json"))})
+for m in mds:
+    for w in ["local", "pt", "fuse", "lib"]:
+        rs = runs(w, m)
+        if not rs:
+            continue
+        cells = []
+        for ph in ["create", "stat", "unlink"]:
+            xs = [r[ph + "_per_s"] for r in rs]
+            cells.append("%.0f (%.0f–%.0f)" % (statistics.median(xs), min(xs), max(xs)))
+        print("| %s | %s | %s |" % (m, LABEL[w], " | ".join(cells)))
+PY
