@@ -5,12 +5,13 @@
 #   make test     install what is missing, build with ASan+UBSan, run the suite
 #   make bench    build and run the engine benchmark
 #   make bench-net build and run the data plane's table (bench/net/run.sh)
+#   make bench-fs  build and run the POSIX layer's table (bench/fs/run.sh)
 MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 BUILD := build
 ASAN := build/asan
 
-.PHONY: all deps build up down test bench bench-net clean
+.PHONY: all deps build up down test bench bench-net bench-fs clean
 
 all: build
 
@@ -39,6 +40,9 @@ bench: build
 
 bench-net: build
 	@bench/net/run.sh $(BUILD)
+
+bench-fs: build
+	@bench/fs/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -24,6 +24,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,60 @@
 
 #define TIMEOUT_DEFAULT_MS 10000
 #define SPIN_US 1000
+
+/*
+ * A waiting thread busy-polls its worker for up to SPIN_US before sleeping
+ * on the worker's event fd: waking a sleeper costs ~50 us here, a spinner
+ * sees its reply at once. But a spinner holds a core, and a process with
+ * more spinners than cores (a FUSE daemon serving 16 requests, 16 threads
+ * through the preload library) starves the very threads, its own and the
+ * server's, that would answer them: on 2 cores that took 4 KiB reads from
+ * tens of microseconds to milliseconds. So only spin_max threads of a process
+ * spin at once (half the online CPUs, at least 1; $LODE_SPIN_THREADS sets
+ * it, 0 never spins); the others sleep at once.
+ */
+static atomic_int g_spinners;
+static int g_spin_max = -1;
+
+static int spin_max(void)
+{
+	int m = __atomic_load_n(&g_spin_max, __ATOMIC_RELAXED);
+
+	if (m < 0) {
+		const char *e = getenv("LODE_SPIN_THREADS");
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		m = ncpu > 1 ? (int)(ncpu / 2) : 1;
+		if (e && *e) {
+			char *end;
+			long v = strtol(e, &end, 10);
+
+			if (!*end && v >= 0 && v <= 1024)
+				m = (int)v;
+		}
+		__atomic_store_n(&g_spin_max, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
+
+/* Take a spinning slot; false when spin_max threads already spin. */
+static bool spin_take(void)
+{
+	int n = atomic_load_explicit(&g_spinners, memory_order_relaxed);
+
+	while (n < spin_max())
+		if (atomic_compare_exchange_weak(&g_spinners, &n, n + 1))
+			return true;
+	return false;
+}
+
+static void spin_give(bool *spinning)
+{
+	if (*spinning) {
+		atomic_fetch_sub(&g_spinners, 1);
+		*spinning = false;
+	}
+}
 
 struct cbuf {
 	uint8_t *base;
@@ -603,15 +659,21 @@ static void req_wait(struct creq *r)
 {
 	lode_conn_t *c = r->c;
 	int64_t idle_since = now_us();
+	bool spinning = spin_take();
 
 	while (!r->done) {
 		if (conn_progress(c)) {
 			idle_since = now_us();
 			continue;
 		}
-		if (now_us() - idle_since > SPIN_US)
+		if (!spinning || now_us() - idle_since > SPIN_US) {
+			spin_give(&spinning);
 			conn_sleep(c, 1);
+			if (!r->done && (spinning = spin_take()))
+				idle_since = now_us();
+		}
 	}
+	spin_give(&spinning);
 }
 
 int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
@@ -805,11 +867,13 @@ int lode_eq_poll(lode_eq_t *eq, unsigned min, unsigned max, int64_t timeout_us,
 {
 	int64_t start = now_us(), idle_since = start;
 	unsigned got = 0;
+	bool spinning;
 
 	if (!eq || (max && !evs))
 		return -EFAULT;
 	if (min > max)
 		return -EINVAL;
+	spinning = spin_take();
 	for (;;) {
 		unsigned progressed = 0, nconns, inflight;
 
@@ -838,7 +902,8 @@ int lode_eq_poll(lode_eq_t *eq, unsigned min, unsigned max, int64_t timeout_us,
 			break;
 		if (progressed) {
 			idle_since = now_us();
-		} else if (now_us() - idle_since > SPIN_US) {
+		} else if (!spinning || now_us() - idle_since > SPIN_US) {
+			spin_give(&spinning);
 			if (nconns == 1) {
 				lode_conn_t *c = eq->conns[0];
 
@@ -848,8 +913,11 @@ int lode_eq_poll(lode_eq_t *eq, unsigned min, unsigned max, int64_t timeout_us,
 			} else {
 				usleep(50);
 			}
+			if ((spinning = spin_take()))
+				idle_since = now_us();
 		}
 	}
+	spin_give(&spinning);
 	return (int)got;
 }
 
