@@ -102,33 +102,8 @@ gone() { ! kill -0 "$1" 2>/dev/null; }
 log_tail() { [ -f "$dir/fuse.log" ] && tail -20 "$dir/fuse.log" | sed 's/^/    log: /'; }
 
 # ---- a loded of our own, on a port nobody answers on ----
-answers() { "$lode" --addr "$1" --timeout 2000 status >/dev/null 2>&1; }
-start_loded() { # start_loded PORT: true once loded serves there
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 1 # taken
-	"$loded" --listen "127.0.0.1:$1" --path "$dir/data" --ram --targets 2 --transport tcp \
-		>"$dir/loded.log" 2>&1 &
-	pid=$!
-	if wait_for 10 answers "127.0.0.1:$1"; then
-		return 0
-	fi
-	kill "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	pid=
-	return 1
-}
-addr=
-for _ in 1 2 3 4 5; do
-	port=$((20000 + RANDOM % 40000))
-	if start_loded "$port"; then
-		addr=127.0.0.1:$port
-		break
-	fi
-done
-if [ -z "$addr" ]; then
-	echo "FAIL no loded came up on any of 5 ports; the last one's log:"
-	cat "$dir/loded.log"
-	exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/../../tests/lib/loded.sh"
+loded_start --ram --targets 2 --transport tcp
 "$lode" --addr "$addr" cont create c1 >/dev/null || { echo "FAIL cont create c1"; exit 1; }
 F() { "$lfuse" --addr "$addr" --transport tcp "$@"; }
 

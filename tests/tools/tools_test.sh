@@ -116,34 +116,8 @@ same_tree() {
 }
 
 # ---- start loded on a free port ----
-addr=
-for try in 1 2 3 4 5; do
-	port=$((20000 + RANDOM % 40000))
-	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		continue # something answers there already
-	fi
-	"$loded" --listen "127.0.0.1:$port" --path "$dir/data" --ram --targets 3 \
-		>"$dir/loded.log" 2>&1 &
-	pid=$!
-	for _ in $(seq 100); do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			break # it exited (port taken after all?): next port
-		fi
-		if "$lode" --addr "127.0.0.1:$port" --timeout 2000 status >/dev/null 2>&1; then
-			addr=127.0.0.1:$port
-			break 2
-		fi
-		sleep 0.1
-	done
-	kill "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	pid=
-done
-if [ -z "$addr" ]; then
-	echo "FAIL loded did not come up on any of 5 ports; its log:"
-	cat "$dir/loded.log"
-	exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
+loded_start --ram --targets 3
 
 if ! "$lode" --addr "$addr" cont create tools >"$log" 2>&1; then
 	echo "FAIL lode cont create tools: $(cat "$log")"

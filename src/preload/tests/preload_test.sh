@@ -100,34 +100,9 @@ tool() { env LD_PRELOAD="$pre" ASAN_OPTIONS=detect_leaks=0 "$@"; }
 no_preload() { env -u LD_PRELOAD "$@"; }
 
 # ---- a loded of our own, a container, a mount ----
-answers() { "$lode" --addr "$1" --timeout 2000 status >/dev/null 2>&1; }
-start_loded() { # start_loded PORT: true once loded serves there
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 1 # taken
-	"$loded" --listen "127.0.0.1:$1" --path "$dir/data" --ram --targets 2 --transport tcp \
-		>"$dir/loded.log" 2>&1 &
-	pid=$!
-	disown "$pid" # killed on purpose below: no "Killed" notice from bash
-	if wait_for 10 answers "127.0.0.1:$1"; then
-		return 0
-	fi
-	kill "$pid" 2>/dev/null
-	wait_for 5 gone "$pid"
-	pid=
-	return 1
-}
-addr=
-for _ in 1 2 3 4 5; do
-	port=$((20000 + RANDOM % 40000))
-	if start_loded "$port"; then
-		addr=127.0.0.1:$port
-		break
-	fi
-done
-if [ -z "$addr" ]; then
-	echo "FAIL no loded came up on any of 5 ports; the last one's log:"
-	cat "$dir/loded.log"
-	exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/../../../tests/lib/loded.sh"
+loded_start --ram --targets 2 --transport tcp
+disown "$pid" # killed on purpose below: no "Killed" notice from bash
 "$lode" --addr "$addr" cont create pl >/dev/null || { echo "FAIL cont create pl"; exit 1; }
 if ! "$lfuse" --addr "$addr" --transport tcp --pidfile "$dir/fuse.pid" --log "$dir/fuse.log" \
 	pl "$mnt"; then
