@@ -276,6 +276,12 @@ static void req_release(struct creq *r)
 	r->memh = NULL;
 	r->rkey_buf = NULL;
 	slot_give(c, r);
+	if (r->orphans) {
+		/* UCX may still call sent_cb with r: never reuse it. */
+		r->next = c->orphans;
+		c->orphans = r;
+		return;
+	}
 	r->next = c->free_reqs;
 	c->free_reqs = r;
 }
@@ -396,8 +402,13 @@ static void conn_fail(lode_conn_t *c, int rc)
 			net_ep_close_force(c->eps[i]);
 		c->eps[i] = NULL;
 	}
+	/* A send to a peer that stopped reading may never complete, even after
+	 * the forced close (shm in UCX 1.13): its request finishes now and is
+	 * kept out of reuse until the workers are gone. */
 	for (r = c->head; r; r = next) {
 		next = r->next;
+		r->orphans += r->pending;
+		r->pending = 0;
 		req_maybe_finish(r);
 	}
 }
@@ -407,6 +418,10 @@ static void sent_cb(void *req, ucs_status_t st, void *arg)
 	struct creq *r = arg;
 
 	ucp_request_free(req);
+	if (r->orphans) {
+		r->orphans--;
+		return;
+	}
 	r->pending--;
 	if (st != UCS_OK && !r->replied) {
 		r->replied = true;
@@ -421,6 +436,10 @@ static void recv_cb(void *req, ucs_status_t st, size_t len, void *arg)
 	struct creq *r = arg;
 
 	ucp_request_free(req);
+	if (r->orphans) {
+		r->orphans--;
+		return;
+	}
 	r->pending--;
 	if (st != UCS_OK && r->rc == 0)
 		r->rc = net_ucs_errno(st);
@@ -530,6 +549,25 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_len, v
 }
 
 /*
+ * Serve what the workers hold before a failure is reported. Over shm and tcp
+ * a server's RMA get is emulated: this side's progress copies the caller's
+ * buffer out. A server that died may have left such requests queued; once
+ * conn_fail has handed a request back, nothing may read its memory, so they
+ * run now, while every buffer still belongs to us. Lock held; never from a
+ * UCX callback.
+ */
+static void conn_drain(lode_conn_t *c)
+{
+	for (int idle = 0, i = 0; idle < 2 && i < 1000; i++) {
+		unsigned n = 0;
+
+		for (unsigned t = 0; t < c->ntargets; t++)
+			n += ucp_worker_progress(c->w[t].worker);
+		idle = n ? 0 : idle + 1;
+	}
+}
+
+/*
  * Over shm UCX cannot tell that the server died; the server is on this host,
  * though, so while requests wait we look at its process every 100 ms.
  */
@@ -538,8 +576,10 @@ static void check_server(lode_conn_t *c, int64_t now)
 	if (!c->server_pid || now < c->alive_check_us)
 		return;
 	c->alive_check_us = now + 100000;
-	if (kill(c->server_pid, 0) < 0 && errno == ESRCH)
+	if (kill(c->server_pid, 0) < 0 && errno == ESRCH) {
+		conn_drain(c);
 		conn_fail(c, -ECONNRESET);
+	}
 }
 
 static void check_timeouts(lode_conn_t *c)
@@ -549,8 +589,10 @@ static void check_timeouts(lode_conn_t *c)
 	if (!c->head || c->failed)
 		return;
 	now = now_us();
-	if (c->head->deadline_us < now)
+	if (c->head->deadline_us < now) {
+		conn_drain(c);
 		conn_fail(c, -ETIMEDOUT);
+	}
 	else
 		check_server(c, now);
 }
@@ -1281,10 +1323,14 @@ int lode_disconnect(lode_conn_t *c)
 	}
 	pthread_mutex_lock(&c->lock);
 	if (c->w[0].worker) {
-		/* Cancel what is in flight; close the endpoints politely otherwise. */
+		/* Cancel what is in flight; close the endpoints politely otherwise.
+		 * A failed connection has no endpoints left, and its workers are
+		 * not progressed again: a late request from the server would read
+		 * buffers the caller has taken back. */
 		if (c->head) {
+			conn_drain(c);
 			conn_fail(c, -ECANCELED);
-		} else {
+		} else if (!c->failed) {
 			/* A flushing close tells the server the endpoint is gone, so it
 			 * never sends to a worker that no longer exists. */
 			ucs_status_ptr_t sps[NET_TARGETS_MAX] = {0};
@@ -1331,6 +1377,10 @@ int lode_disconnect(lode_conn_t *c)
 	for (unsigned i = 0; i < NET_TARGETS_MAX; i++)
 		if (c->w[i].worker)
 			ucp_worker_destroy(c->w[i].worker);
+	while ((r = c->orphans)) {
+		c->orphans = r->next;
+		free(r);
+	}
 	if (c->epfd >= 0)
 		close(c->epfd);
 	if (c->ctx)

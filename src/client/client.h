@@ -40,6 +40,7 @@ struct creq {
 	void *rkey_buf;           /* packed rkey of memh */
 	void *rndv;               /* reply data descriptor waiting to be received */
 	int pending;              /* UCX operations outstanding */
+	int orphans;              /* sends UCX still holds after the connection failed */
 	bool replied;
 	bool done;
 	int rc;
@@ -91,6 +92,7 @@ struct lode_conn {
 	struct creq *head, *tail;   /* in flight, oldest first */
 	struct creq *rndv_head;     /* replies whose data waits to be received */
 	struct creq *free_reqs;
+	struct creq *orphans;       /* released while UCX holds a send: freed after the workers */
 	struct cbuf *bufs;
 	unsigned nbufs, bufs_cap;
 	uint64_t next_reg;
