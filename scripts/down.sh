@@ -3,6 +3,13 @@
 # first (its daemon exits once unmounted), then loded, which drains what is
 # in flight and exits; the data stays (a later `make up` recovers it).
 # PURGE=1 also deletes the data.
+#
+# Credentials stay either way: the CLI's (~/.config/lode/credentials, which
+# `lode logout` removes) and the administrator's
+# (~/.local/state/lode/admin.credentials), so a later `make up` finds the CLI
+# still logged in. After PURGE=1 the management state they were good for is
+# gone: the administrator's file goes with it, and the next `make up`, whose
+# loded starts afresh, logs the CLI in again as a new default user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${XDG_STATE_HOME:-$HOME/.local/state}/lode
@@ -49,11 +56,15 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 else
 	echo "make down: nothing is up"
 fi
-rm -f "$pidfile" "$state/addr"
+rm -f "$pidfile" "$state/addr" "$state/mgmt-addr"
 if [ "${PURGE:-0}" = 1 ] && [ -n "$data" ]; then
 	rm -rf "$data"
-	rm -f "$state/data"
+	rm -f "$state/data" "$state/admin.credentials"
 	echo "Removed $data."
 elif [ -n "$data" ]; then
 	echo "Data kept in $data (PURGE=1 removes it)."
+fi
+cred=${XDG_CONFIG_HOME:-$HOME/.config}/lode/credentials
+if [ -f "$cred" ]; then
+	echo "The CLI's credentials stay in $cred (lode logout removes them)."
 fi

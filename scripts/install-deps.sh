@@ -18,6 +18,10 @@ pkgs=(
 	util-linux e2fsprogs # mount/losetup/mkfs for the full-disk test
 	libfuse3-dev fuse3 # lode-fuse (fuse3 also ships fusermount3)
 	fio sqlite3 rsync tar attr # the POSIX suite's unmodified tools and benchmarks
+	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler # the control plane: gRPC core + protobuf-c
+	protobuf-compiler protobuf-compiler-grpc # protoc, for the Python stubs the tests generate
+	python3-grpcio python3-grpc-tools python3-protobuf # a gRPC client in Python (the control-plane test)
+	libssl-dev openssl # capabilities (HMAC-SHA256), inline encryption (AES-256-GCM), the test CA
 )
 
 missing=()

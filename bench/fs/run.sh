@@ -115,8 +115,11 @@ print(s.getsockname()[1])')
 ADDR=127.0.0.1:$PORT
 export LODE_ADDR=$ADDR UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 echo "run.sh: loded on $ADDR ($TARGETS RAM targets), output in $OUT" >&2
+# The first start writes the admin's credentials; every client connects with them.
+export LODE_CREDENTIALS=$OUT/admin.credentials
+rm -f "$LODE_CREDENTIALS"
 "$BIN/loded" --listen "$ADDR" --path "$DATA" --ram --capacity 4G --targets "$TARGETS" \
-	>"$OUT/loded.log" 2>&1 &
+	--admin-cred "$LODE_CREDENTIALS" >"$OUT/loded.log" 2>&1 &
 loded_pid=$!
 for _ in $(seq 1 300); do
 	"$BIN/lode" status >/dev/null 2>&1 && break

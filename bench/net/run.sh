@@ -124,8 +124,11 @@ print(s.getsockname()[1])')
 ADDR=127.0.0.1:$PORT
 
 echo "run.sh: starting loded on $ADDR, data in $DATA, output in $OUT" >&2
+# The first start writes the admin's credentials; the benchmark connects with them.
+export LODE_CREDENTIALS=$OUT/admin.credentials
+rm -f "$LODE_CREDENTIALS"
 "$LODED" --listen "$ADDR" --path "$DATA" --ram --capacity 2G --targets 1 \
-	>"$OUT/loded.log" 2>&1 &
+	--admin-cred "$LODE_CREDENTIALS" >"$OUT/loded.log" 2>&1 &
 loded_pid=$!
 
 ready=0

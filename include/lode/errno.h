@@ -25,6 +25,13 @@ enum lode_err {
 	LODE_ETYPE,    /* single value vs byte array mismatch on one akey */
 	LODE_ECORRUPT, /* on-media metadata is damaged beyond recovery */
 	LODE_EBADTGT,  /* the target failed an earlier flush and refuses writes */
+	LODE_EAUTH,       /* wrong user name or secret, or no credentials to present */
+	LODE_ECAPMISSING, /* the request carries no capability */
+	LODE_ECAPFORGED,  /* the capability's signature does not verify (or it is malformed) */
+	LODE_ECAPEXPIRED, /* the capability has expired */
+	LODE_ECAPREVOKED, /* the capability's user was revoked after it was issued */
+	LODE_ECAPSCOPE,   /* the capability is for another container, pool or client */
+	LODE_ECAPRIGHTS,  /* the capability does not grant the rights the request needs */
 	LODE_ERR_LAST
 };
 

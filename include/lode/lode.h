@@ -71,17 +71,27 @@ struct lode_conn_opts {
 	const char *transport;
 	/* Per-request timeout. 0: $LODE_TIMEOUT_MS, else 10000. */
 	unsigned timeout_ms;
+	/* Who connects. NULL: $LODE_USER and $LODE_SECRET, else the credentials
+	 * file $LODE_CREDENTIALS names, else ~/.config/lode/credentials (lines
+	 * "user: NAME", "secret: TEXT", optionally "mgmt: HOST:PORT", "tls_ca:
+	 * FILE", "pool: NAME"). */
+	const char *user;
+	const char *secret;
+	/* The pool to work in. NULL: $LODE_POOL, else the file's, else "default". */
+	const char *pool;
 };
 
 /*
  * Connect to the loded at addr ("host", "host:port" or "[v6]:port"; NULL:
  * $LODE_ADDR, else the address in the file named by $LODE_ADDR_FILE, else
  * the one `make up` wrote to ~/.local/state/lode/addr, else
- * "127.0.0.1:7420"). opts may be NULL.
+ * "127.0.0.1:7420"), and authenticate to its management service, which
+ * answers with a capability every request carries. opts may be NULL.
  * Blocks. Errors: -ECONNREFUSED (nothing listens there), -EHOSTUNREACH,
  * -EPROTONOSUPPORT (the transport is unknown, not built into UCX, or the
  * server does not offer it), -EPROTO (the peer is not a loded or speaks
- * another protocol version), -ETIMEDOUT.
+ * another protocol version), -ETIMEDOUT, -LODE_EAUTH (no credentials, or
+ * wrong ones), -ENOENT (no such pool), -EACCES (no rights on the pool).
  */
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out);
 
@@ -182,22 +192,34 @@ unsigned lode_eq_inflight(lode_eq_t *eq);
 #define LODE_LABEL_MAX 127 /* longest container label, in bytes */
 
 /*
+ * Containers belong to the connection's pool and are named, owned (by the
+ * creator's tenant) and listed by the management service; access follows
+ * its ACLs.
+ *
  * Create a container named label (1..LODE_LABEL_MAX bytes of letters,
- * digits, '.', '-', '_'). uuid_out may be NULL. Blocks.
- * Errors: -EEXIST, -EINVAL (bad label), -ENOSPC.
+ * digits, '.', '-', '_') with the system's default properties. uuid_out
+ * may be NULL. Blocks. Errors: -EEXIST, -EINVAL (bad label), -ENOSPC,
+ * -EACCES (no write right on the pool).
  */
 int lode_cont_create(lode_conn_t *conn, const char *label, struct lode_uuid *uuid_out);
 
-/* Destroy a container and everything in it. Blocks. Errors: -LODE_ENOCONT. */
+/* Destroy a container and everything in it. Blocks. Errors: -LODE_ENOCONT,
+ * -EACCES (no admin right on it). */
 int lode_cont_destroy(lode_conn_t *conn, const char *label);
 
 /*
- * List container labels: copies up to max labels (each NUL-terminated) into
- * labels and returns the number of containers. Blocks.
+ * List the labels of the pool's containers the caller has some right on:
+ * copies up to max labels (each NUL-terminated) into labels and returns
+ * the number of such containers. Blocks.
  */
 int lode_cont_list(lode_conn_t *conn, char (*labels)[LODE_LABEL_MAX + 1], unsigned max);
 
-/* Open a container for I/O. Blocks. Errors: -LODE_ENOCONT. */
+/*
+ * Open a container for I/O: the management service grants a capability for
+ * it with the caller's rights, which every request on it carries (a request
+ * the rights do not cover fails with -LODE_ECAPRIGHTS). Blocks. Errors:
+ * -LODE_ENOCONT, -EACCES (no right on it).
+ */
 int lode_cont_open(lode_conn_t *conn, const char *label, lode_cont_t **cont_out);
 
 /* Close an opened container (its requests must have completed). Returns 0. */

@@ -22,6 +22,10 @@
  * maps to); `obj ls` lists it, and `obj get` and `obj rm` refuse names it
  * does not hold.
  *
+ * The control-plane commands (login, pool, tenant, user, group, acl, system,
+ * key; cont create and query) are in admin.c: the table below names them
+ * with CMD_ADMIN, and admin_main parses their options and runs them.
+ *
  * Exit status: 0 on success, 1 on failure (one line on stderr, "lode: WHAT:
  * MESSAGE"), 2 on a usage error.
  */
@@ -39,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "bench.h"
 #include "lode/lode.h"
 
@@ -71,6 +76,7 @@ enum {
 	CMD_CONT = 1 << 1, /* also opens the container named by argv[0] */
 	CMD_JSON = 1 << 2, /* takes --json */
 	CMD_RAW = 1 << 3,  /* gets argv as typed, from its own name on */
+	CMD_ADMIN = 1 << 4, /* runs in admin.c (admin_main), which parses its options */
 };
 
 struct cmd {
@@ -727,13 +733,6 @@ static int cmd_status(struct cli *cli)
 	return 0;
 }
 
-static int cmd_cont_create(struct cli *cli)
-{
-	int rc = lode_cont_create(cli->conn, cli->argv[0], NULL);
-
-	return rc ? fail(rc, "container %s", cli->argv[0]) : 0;
-}
-
 static int cmd_cont_destroy(struct cli *cli)
 {
 	int rc = lode_cont_destroy(cli->conn, cli->argv[0]);
@@ -1001,8 +1000,46 @@ static int cmd_help(struct cli *cli);
 static const struct cmd cmds[] = {
 	{"status", "", 0, 0, CMD_CONN | CMD_JSON,
 	 "the server, its transport, and every target's state", NULL, cmd_status},
-	{"cont create", "LABEL", 1, 1, CMD_CONN, "create a container",
-	 "LABEL: 1 to 127 letters, digits, '.', '-' or '_'.", cmd_cont_create},
+	{"login", "[OPTIONS]", 0, 0, CMD_ADMIN, "check a user's secret and save the credentials",
+	 "Connects as the user to check the secret, then writes the credentials to\n"
+	 "$XDG_CONFIG_HOME/lode/credentials (else ~/.config/lode/credentials; mode\n"
+	 "0600), where later commands find them. Nothing is written if it fails.\n\n"
+	 "  --user NAME         who (TENANT/NAME; default: $LODE_USER, else asked)\n"
+	 "  --secret-file FILE  read the secret from FILE\n"
+	 "  --secret-stdin      read the secret from stdin\n"
+	 "                      (neither: asked on the terminal, echo off)\n"
+	 "  --mgmt HOST:PORT    the management service, when not where loded says\n"
+	 "  --pool NAME         the pool to work in (default: default)\n"
+	 "  --tls-ca FILE       the CA of the management service's TLS certificate",
+	 NULL},
+	{"logout", "", 0, 0, CMD_ADMIN, "remove the credentials lode login saved", NULL, NULL},
+	{"whoami", "", 0, 0, CMD_ADMIN | CMD_JSON,
+	 "who the credentials make you, with what rights",
+	 "Credentials are looked for in this order: $LODE_USER and $LODE_SECRET, the\n"
+	 "file $LODE_CREDENTIALS names, the file lode login writes.",
+	 NULL},
+	{"pool create", "NAME [OPTIONS]", 1, 1, CMD_ADMIN, "create a pool",
+	 "Needs a system administrator.\n\n"
+	 "  --size SIZE     its size, like 100G (K, M, G, T: powers of 1024);\n"
+	 "                  default: no limit beyond the targets'\n"
+	 "  --targets LIST  the targets it spans, like 0,1,2 (default: all)",
+	 NULL},
+	{"pool list", "", 0, 0, CMD_ADMIN | CMD_JSON, "list the pools", NULL, NULL},
+	{"pool query", "NAME", 1, 1, CMD_ADMIN | CMD_JSON, "a pool's size, use, targets and uuid",
+	 NULL, NULL},
+	{"pool destroy", "NAME [--force]", 1, 1, CMD_ADMIN, "destroy a pool",
+	 "--force destroys it even when it holds containers, and them with it.", NULL},
+	{"cont create", "LABEL [OPTIONS]", 1, 1, CMD_ADMIN, "create a container",
+	 "LABEL: 1 to 127 letters, digits, '.', '-' or '_'. The container is made in\n"
+	 "the connection's pool ($LODE_POOL, else the credentials' pool, else\n"
+	 "default) and belongs to your tenant.\n\n"
+	 "  --class CLASS      default object class (default: S1)\n"
+	 "  --chunk-size SIZE  byte-array chunk size, like 64K (default: 1M)\n"
+	 "  --checksum KIND    crc32c (default) or none\n"
+	 "  --encrypt          encrypt data in the client (AES-256-GCM)",
+	 NULL},
+	{"cont query", "LABEL", 1, 1, CMD_ADMIN | CMD_JSON,
+	 "a container's owner, uuid and properties", NULL, NULL},
 	{"cont list", "", 0, 0, CMD_CONN, "list containers, one label per line", NULL, cmd_cont_list},
 	{"cont destroy", "LABEL", 1, 1, CMD_CONN, "destroy a container and everything in it", NULL,
 	 cmd_cont_destroy},
@@ -1037,6 +1074,56 @@ static const struct cmd cmds[] = {
 	{"kv ls", "CONT OBJ", 2, 2, CMD_CONT, "list the keys of OBJ, one per line", NULL, cmd_kv_ls},
 	{"kv rm", "CONT OBJ KEY", 3, 3, CMD_CONT, "remove KEY from OBJ (ENOENT if it is absent)",
 	 NULL, cmd_kv_rm},
+	{"tenant create", "NAME", 1, 1, CMD_ADMIN, "create a tenant",
+	 "Needs a system administrator.", NULL},
+	{"tenant list", "", 0, 0, CMD_ADMIN | CMD_JSON, "list the tenants", NULL, NULL},
+	{"tenant destroy", "NAME", 1, 1, CMD_ADMIN, "destroy a tenant with its users and groups",
+	 "Needs a system administrator. Its containers must be destroyed first.", NULL},
+	{"user create", "TENANT/NAME [OPTIONS]", 1, 1, CMD_ADMIN, "create a user",
+	 "  --admin             an administrator: of everything in tenant system,\n"
+	 "                      else of its tenant (users, groups, ACLs, containers)\n"
+	 "  --node              a node principal (lode-agent): connects on behalf of\n"
+	 "                      users\n"
+	 "  --secret-file FILE  the secret is in FILE\n"
+	 "  --secret-stdin      the secret comes on stdin\n\n"
+	 "With neither, a secret is generated and printed, this once. Needs the\n"
+	 "tenant's administrator (a node user: a system administrator).",
+	 NULL},
+	{"user list", "[TENANT]", 0, 1, CMD_ADMIN | CMD_JSON, "a tenant's users (default: yours)",
+	 NULL, NULL},
+	{"user revoke", "TENANT/NAME", 1, 1, CMD_ADMIN,
+	 "cut a user off, and its capabilities, at once", NULL, NULL},
+	{"user restore", "TENANT/NAME", 1, 1, CMD_ADMIN, "let a revoked user connect again", NULL,
+	 NULL},
+	{"user passwd", "TENANT/NAME [OPTIONS]", 1, 1, CMD_ADMIN, "set a user's secret",
+	 "  --secret-file FILE  the secret is in FILE\n"
+	 "  --secret-stdin      the secret comes on stdin\n\n"
+	 "With neither, a secret is generated and printed, this once. Users may\n"
+	 "set their own; a tenant's administrator, its users'.",
+	 NULL},
+	{"group create", "TENANT/NAME", 1, 1, CMD_ADMIN, "create a group", NULL, NULL},
+	{"group add", "GROUP USER", 2, 2, CMD_ADMIN, "add USER to GROUP", NULL, NULL},
+	{"group remove", "GROUP USER", 2, 2, CMD_ADMIN, "remove USER from GROUP", NULL, NULL},
+	{"group list", "[TENANT]", 0, 1, CMD_ADMIN | CMD_JSON,
+	 "a tenant's groups and members (default: yours)", NULL, NULL},
+	{"acl set", "RESOURCE PRINCIPAL RIGHTS", 3, 3, CMD_ADMIN,
+	 "give PRINCIPAL exactly RIGHTS on RESOURCE",
+	 "RESOURCE   a pool (POOL) or a container (POOL/CONTAINER)\n"
+	 "PRINCIPAL  user:TENANT/NAME, group:TENANT/NAME or tenant:NAME\n"
+	 "RIGHTS     some of r (read), w (write), a (admin); none removes the entry\n\n"
+	 "A user's rights are the union of the entries naming it, its groups and its\n"
+	 "tenant. Entries on a pool do not extend to the containers in it. Setting\n"
+	 "one needs admin rights on RESOURCE.",
+	 NULL},
+	{"acl get", "RESOURCE", 1, 1, CMD_ADMIN | CMD_JSON, "list the ACL entries on RESOURCE",
+	 NULL, NULL},
+	{"system status", "", 0, 0, CMD_ADMIN | CMD_JSON,
+	 "engines, targets, load, pools, signing key", NULL, NULL},
+	{"key rotate", "", 0, 0, CMD_ADMIN,
+	 "sign capabilities with a new key from now on",
+	 "Needs a system administrator. Capabilities signed by the older keys stay\n"
+	 "valid until they expire; clients renew theirs on their own.",
+	 NULL},
 	{"bench", "[ARGS]", 0, -1, CMD_RAW, "measure throughput and latency (lode bench --help)",
 	 NULL, cmd_bench},
 	{"help", "[COMMAND]", 0, -1, CMD_RAW, "this list, or one command's help", NULL, cmd_help},
@@ -1130,6 +1217,9 @@ static void print_usage(FILE *out)
 	      "  --timeout MS       per-request timeout (default: $LODE_TIMEOUT_MS, else 10000)\n"
 	      "  -h, --help         this text; `lode help COMMAND` or COMMAND --help for one\n"
 	      "  --version          print the version\n"
+	      "\nCredentials: $LODE_USER and $LODE_SECRET, else the file $LODE_CREDENTIALS\n"
+	      "names, else the one `lode login` writes ($XDG_CONFIG_HOME/lode/credentials,\n"
+	      "else ~/.config/lode/credentials). $LODE_POOL picks the pool to work in.\n"
 	      "\nObject names: `obj` and `kv` name objects by strings. The object id is\n"
 	      "the 128-bit FNV-1a hash of the name, its top 16 bits replaced by the type\n"
 	      "(byte array for obj, KV for kv) and object class 0. `obj put` also records\n"
@@ -1310,6 +1400,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "lode: '%s' needs a subcommand\n", argv[i + k - 1]);
 		print_cmds(stderr, k, argv + i);
 		return EXIT_USAGE;
+	}
+	if (c->flags & CMD_ADMIN) {
+		struct admin_cmd ac = {c->name, c->args, c->min_args, c->max_args};
+
+		rc = admin_main(&ac, cli.addr, &cli.opts, argc - i - nwords, argv + i + nwords);
+		if (rc == ADMIN_HELP) {
+			print_cmd_help(stdout, c);
+			rc = 0;
+		}
+		return rc;
 	}
 	if (c->flags & CMD_RAW) {
 		cli.argc = argc - i;

@@ -647,13 +647,15 @@ static int req_send(struct creq *r)
 	struct net_hdr h = {0};
 	ucp_request_param_t p;
 	ucs_status_ptr_t sp;
+	size_t cl;
 	int n;
 
 	if (c->failed)
 		return -ENOTCONN;
 	if (r->tgt >= c->ntargets)
 		return -EINVAL;
-	n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE, NET_ARGS_MAX);
+	cl = conn_cap_put(c, r->op, &r->a.cont, r->hdr + NET_HDR_SIZE);
+	n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE + cl, NET_ARGS_MAX);
 	if (n < 0)
 		return n;
 	if (slot_take(c, r) < 0)
@@ -662,6 +664,7 @@ static int req_send(struct creq *r)
 	h.version = NET_VERSION;
 	h.opcode = r->op;
 	h.req_id = r->id;
+	h.cap_len = (uint16_t)cl;
 	h.args_len = (uint16_t)n;
 	h.target = r->tgt;
 	h.session = c->session[r->tgt];
@@ -681,7 +684,7 @@ static int req_send(struct creq *r)
 	p.cb.send = sent_cb;
 	p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
 	p.flags = UCP_AM_SEND_FLAG_REPLY;
-	sp = ucp_am_send_nbx(c->eps[r->tgt], NET_AM_REQUEST, r->hdr, NET_HDR_SIZE + (size_t)n,
+	sp = ucp_am_send_nbx(c->eps[r->tgt], NET_AM_REQUEST, r->hdr, NET_HDR_SIZE + cl + (size_t)n,
 			     r->out, r->out_len, &p);
 	if (UCS_PTR_IS_ERR(sp)) {
 		r->replied = true;
@@ -739,6 +742,7 @@ int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
 	lode_conn_t *c = r->c;
 	int rc;
 
+	conn_caps_renew(c, false);
 	if (ev && (rc = eq_attach(ev, c)) < 0) {
 		creq_free(r);
 		return rc;
@@ -1218,12 +1222,32 @@ static int conn_sessions(lode_conn_t *c)
 	return 0;
 }
 
+/* A connection with nothing open yet, named for addr (NULL: the default). */
+static lode_conn_t *conn_alloc(const char *addr, const struct lode_conn_opts *opts)
+{
+	const char *tmo = getenv("LODE_TIMEOUT_MS");
+	char abuf[256];
+	lode_conn_t *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->renew_lock, NULL);
+	pthread_mutex_init(&c->renewer_lock, NULL);
+	pthread_cond_init(&c->renewer_cond, NULL);
+	c->epfd = -1;
+	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
+			: tmo && atoi(tmo) > 0 ? (unsigned)atoi(tmo)
+					       : TIMEOUT_DEFAULT_MS;
+	snprintf(c->server, sizeof(c->server), "%s", addr ? addr : default_addr(abuf, sizeof(abuf)));
+	return c;
+}
+
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
 {
 	struct sockaddr_storage server;
 	struct net_welcome w;
-	char abuf[256];
-	const char *bulk = getenv("LODE_BULK"), *tmo = getenv("LODE_TIMEOUT_MS");
+	const char *bulk = getenv("LODE_BULK");
 	lode_conn_t *c;
 	bool loopback;
 	void *msg = NULL;
@@ -1231,21 +1255,16 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 
 	if (!conn_out)
 		return -EFAULT;
-	if (!(c = calloc(1, sizeof(*c))))
+	if (!(c = conn_alloc(addr, opts)))
 		return -ENOMEM;
-	pthread_mutex_init(&c->lock, NULL);
-	c->epfd = -1;
-	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
-			: tmo && atoi(tmo) > 0 ? (unsigned)atoi(tmo)
-					       : TIMEOUT_DEFAULT_MS;
-	if (!addr)
-		addr = default_addr(abuf, sizeof(abuf));
-	snprintf(c->server, sizeof(c->server), "%s", addr);
+	addr = c->server;
 	if ((rc = boot(addr, c->timeout_ms, &loopback, &msg, &w, &server)) < 0)
 		goto fail;
 	c->ntargets = w.ntargets;
 	c->inline_max = w.inline_max;
 	if ((rc = choose_transport(opts, &w, &c->transport)) < 0)
+		goto fail;
+	if ((rc = conn_login(c, &server, &w, opts)) < 0)
 		goto fail;
 	if (c->transport == NET_TP_SHM)
 		c->server_pid = watchable_pid(w.pid);
@@ -1307,12 +1326,39 @@ fail:
 	return rc;
 }
 
+int conn_mgmt_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
+{
+	struct sockaddr_storage server;
+	struct net_welcome w;
+	lode_conn_t *c;
+	bool loopback;
+	void *msg = NULL;
+	int rc;
+
+	if (!conn_out)
+		return -EFAULT;
+	if (!(c = conn_alloc(addr, opts)))
+		return -ENOMEM;
+	c->failed = -ENOTCONN; /* no data plane: every request is refused */
+	rc = boot(c->server, c->timeout_ms, &loopback, &msg, &w, &server);
+	if (rc == 0)
+		rc = conn_login(c, &server, &w, opts);
+	free(msg);
+	if (rc < 0) {
+		lode_disconnect(c);
+		return rc;
+	}
+	*conn_out = c;
+	return 0;
+}
+
 int lode_disconnect(lode_conn_t *c)
 {
 	struct creq *r;
 
 	if (!c)
 		return 0;
+	conn_renewer_stop(c);
 	/* End our sessions, so targets drop their endpoints to us now. */
 	for (unsigned i = 0; i < c->ntargets && !c->failed; i++) {
 		struct creq *bye;
@@ -1387,6 +1433,10 @@ int lode_disconnect(lode_conn_t *c)
 		ucp_cleanup(c->ctx);
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_destroy(&c->lock);
+	conn_logout(c);
+	pthread_mutex_destroy(&c->renew_lock);
+	pthread_mutex_destroy(&c->renewer_lock);
+	pthread_cond_destroy(&c->renewer_cond);
 	free(c->bufs);
 	free(c->slots);
 	free(c->free_slots);

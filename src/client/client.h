@@ -6,12 +6,16 @@
 #define LODE_CLIENT_CLIENT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <protobuf-c/protobuf-c.h>
 #include <ucp/api/ucp.h>
 
+#include "auth/auth.h"
 #include "lode/lode.h"
 #include "net/net.h"
 
@@ -55,7 +59,7 @@ struct creq {
 	void *ctx;                /* on_done's */
 	/* Not cleared between uses (creq_new clears what comes before): */
 	uint8_t anchor_key[2 + LODE_KEY_MAX];
-	uint8_t hdr[NET_HDR_SIZE + NET_ARGS_MAX];
+	uint8_t hdr[NET_HDR_SIZE + AUTH_CAP_SIZE + NET_ARGS_MAX];
 };
 
 struct cbuf; /* a registered buffer (lode_buf_alloc) */
@@ -96,7 +100,97 @@ struct lode_conn {
 	struct cbuf *bufs;
 	unsigned nbufs, bufs_cap;
 	uint64_t next_reg;
+	/* The control plane (session.c). */
+	struct rpc_channel *mgmt;
+	char pool[128];
+	struct lode_uuid pool_uuid;
+	uint8_t tok[AUTH_CAP_SIZE]; /* the pool-wide capability */
+	int64_t tok_expires_ms;
+	struct conn_cap *caps;      /* opened containers' capabilities */
+	unsigned ncaps, caps_cap;
+	_Atomic int64_t renew_at_ms;
+	pthread_mutex_t renew_lock;   /* one renewal at a time */
+	pthread_t renewer;            /* renews while the connection is idle */
+	bool renewer_running, renewer_stop;
+	pthread_mutex_t renewer_lock;
+	pthread_cond_t renewer_cond;
+	char mgmt_err[320];         /* the last failed RPC's message */
 };
+
+/* An opened container: requests on it carry its capability (session.c). */
+struct lode_cont {
+	lode_conn_t *c;
+	struct lode_uuid uuid;
+};
+
+/* ---- the control-plane side (session.c) ---- */
+
+struct conn_cred {
+	char user[128];
+	char secret[AUTH_SECRET_MAX + 1];
+	char mgmt[256];
+	char tls_ca[4096];
+	char pool[128];
+};
+
+struct conn_cap {
+	struct lode_uuid cont;
+	uint8_t tok[AUTH_CAP_SIZE];
+	int64_t expires_ms;
+	unsigned refs;
+};
+
+struct conn_cont_info {
+	uint32_t rights;
+	uint32_t chunk_size;
+	bool encryption;
+};
+
+/* Read a credentials file ("key: value" lines). Errors: -errno, -EINVAL. */
+int cred_file_load(const char *path, struct conn_cred *cr);
+
+/* Find credentials, reach the management service the welcome names and
+ * Connect. Errors: as lode_connect's. */
+int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const struct net_welcome *w,
+	       const struct lode_conn_opts *o);
+void conn_logout(lode_conn_t *c);
+/* Stop renewing (first thing when a connection closes). */
+void conn_renewer_stop(lode_conn_t *c);
+const char *conn_mgmt_error(const lode_conn_t *c);
+
+/*
+ * The control plane alone: bootstrap to learn where the management service
+ * is, and Connect, with no UCX at all (the CLI's admin commands). Close with
+ * lode_disconnect. Errors: as lode_connect's.
+ */
+int conn_mgmt_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out);
+
+/*
+ * Call a management method (e.g. "/lode.mgmt.v1.Mgmt/PoolCreate") carrying
+ * the connection's capability; *reply as rpc_call's. Returns 0 or a Lode
+ * code (rpc_status_errno, with NOT_FOUND as not_found); the server's message
+ * is then in conn_mgmt_error(c). Blocks.
+ */
+int conn_mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply,
+		   int not_found);
+
+/* The connection's pool (its name) and the token's rights and expiry. */
+const char *conn_pool(const lode_conn_t *c);
+
+/* Write the token a request carries into out (the lock held); returns its length. */
+size_t conn_cap_put(lode_conn_t *c, uint16_t op, const struct lode_uuid *cont, uint8_t *out);
+
+/* Renew the tokens if their time has come (or now, with force). No lock held. */
+void conn_caps_renew(lode_conn_t *c, bool force);
+
+/* OpenContainer: the uuid and a capability for label, kept until release. */
+int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
+		      struct conn_cont_info *info);
+void conn_cont_release(lode_conn_t *c, const struct lode_uuid *cont);
+/* ContDestroy / ContListAll in the connection's pool (ContCreate: cont_props.h). */
+int conn_cont_unregister(lode_conn_t *c, const char *label);
+int conn_cont_names(lode_conn_t *c, char (*labels)[LODE_LABEL_MAX + 1], unsigned max);
 
 /* A new request for target tgt (parent requests: op 0). NULL: -ENOMEM. */
 struct creq *creq_new(lode_conn_t *c, uint16_t op, unsigned tgt);

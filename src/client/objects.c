@@ -15,24 +15,17 @@
  * end of the highest chunk holding data.
  */
 #include "client/client.h"
+#include "client/cont_props.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-
-struct lode_cont {
-	lode_conn_t *c;
-	struct lode_uuid uuid;
-};
 
 static const char AKEY_VALUE[] = "v";
 static const char AKEY_DATA[] = "d";
 static const char DKEY_META[] = "meta";
 static const char AKEY_SIZE[] = "size";
 
-/* The container directory: a KV object in the root container. */
-#define DIR_OID lode_oid_make(LODE_OT_KV, 0, 0, 1)
 
 /* ---- request helpers --------------------------------------------------------- */
 
@@ -769,104 +762,54 @@ static int label_check(const char *label)
 	return 0;
 }
 
-static lode_cont_t root_of(lode_conn_t *c)
-{
-	lode_cont_t root = {c, NET_ROOT_CONT_INIT};
-
-	return root;
-}
-
-/* The uuid a label names. Errors: -LODE_ENOCONT. */
-static int label_lookup(lode_conn_t *c, const char *label, struct lode_uuid *uuid)
-{
-	lode_cont_t root = root_of(c);
-	uint32_t got = 0;
-	int rc;
-
-	if ((rc = label_check(label)) < 0)
-		return rc;
-	rc = lode_kv_get(&root, DIR_OID, label, uuid->b, sizeof(uuid->b), &got, NULL);
-	if (rc == -ENOENT || rc == -EOVERFLOW || (rc == 0 && got != sizeof(uuid->b)))
-		return -LODE_ENOCONT;
-	return rc;
-}
-
+/*
+ * Containers are named, owned and listed by the management service
+ * (session.c). Creating one registers it there first, then makes it on
+ * every target with the capability the service grants its owner; destroying
+ * one removes it from the targets first and then from the service, so a
+ * crash in between leaves a name whose container is empty, never data
+ * without a name that could be reached.
+ */
 int lode_cont_create(lode_conn_t *c, const char *label, struct lode_uuid *uuid_out)
 {
-	lode_cont_t root = root_of(c);
-	struct lode_uuid uuid;
-	struct net_args a = {0};
+	static const struct conn_cont_props defaults;
 	int rc;
 
 	if (!c)
 		return -EFAULT;
-	rc = label_lookup(c, label, &uuid);
-	if (rc == 0)
-		return -EEXIST;
-	if (rc != -LODE_ENOCONT)
+	if ((rc = label_check(label)) < 0)
 		return rc;
-	if (getrandom(uuid.b, sizeof(uuid.b), 0) != (ssize_t)sizeof(uuid.b))
-		return -EIO;
-	a.cont = uuid;
-	if ((rc = broadcast(c, NET_OP_CONT_CREATE, &a, NULL)) < 0)
-		return rc;
-	if ((rc = lode_kv_put(&root, DIR_OID, label, uuid.b, sizeof(uuid.b), NULL)) < 0)
-		return rc;
-	if (uuid_out)
-		*uuid_out = uuid;
-	return 0;
+	return conn_cont_create_props(c, label, &defaults, uuid_out);
 }
 
 int lode_cont_destroy(lode_conn_t *c, const char *label)
 {
-	lode_cont_t root = root_of(c);
+	struct conn_cont_info info;
 	struct net_args a = {0};
 	int rc;
 
 	if (!c)
 		return -EFAULT;
-	if ((rc = label_lookup(c, label, &a.cont)) < 0)
+	if ((rc = label_check(label)) < 0)
 		return rc;
-	/* Unname first: a crash after this leaves an unnamed container, not a dangling name. */
-	if ((rc = lode_kv_remove(&root, DIR_OID, label, NULL)) < 0)
+	if ((rc = conn_cont_acquire(c, label, &a.cont, &info)) < 0)
 		return rc;
+	if (!(info.rights & AUTH_R_ADMIN)) {
+		conn_cont_release(c, &a.cont);
+		return -EACCES;
+	}
 	rc = broadcast(c, NET_OP_CONT_DESTROY, &a, NULL);
-	return rc == -LODE_ENOCONT ? 0 : rc;
+	conn_cont_release(c, &a.cont);
+	if (rc < 0 && rc != -LODE_ENOCONT)
+		return rc;
+	return conn_cont_unregister(c, label);
 }
 
 int lode_cont_list(lode_conn_t *c, char (*labels)[LODE_LABEL_MAX + 1], unsigned max)
 {
-	lode_cont_t root = root_of(c);
-	struct lode_anchor an = {0};
-	size_t bytes = 64 << 10;
-	uint8_t *buf;
-	int total = 0;
-
 	if (!c || (max && !labels))
 		return -EFAULT;
-	if (!(buf = malloc(bytes)))
-		return -ENOMEM;
-	while (!an.eof) {
-		int got = lode_kv_list(&root, DIR_OID, &an, buf, bytes);
-		size_t o = 0;
-
-		if (got < 0) {
-			free(buf);
-			return got;
-		}
-		for (int i = 0; i < got; i++) {
-			size_t kl = (size_t)buf[o] | (size_t)buf[o + 1] << 8;
-
-			if ((unsigned)total < max && kl <= LODE_LABEL_MAX) {
-				memcpy(labels[total], buf + o + 2, kl);
-				labels[total][kl] = 0;
-			}
-			o += 2 + kl;
-			total++;
-		}
-	}
-	free(buf);
-	return total;
+	return conn_cont_names(c, labels, max);
 }
 
 int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
@@ -876,10 +819,12 @@ int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
 
 	if (!c || !out)
 		return -EFAULT;
+	if ((rc = label_check(label)) < 0)
+		return rc;
 	if (!(ct = calloc(1, sizeof(*ct))))
 		return -ENOMEM;
 	ct->c = c;
-	if ((rc = label_lookup(c, label, &ct->uuid)) < 0) {
+	if ((rc = conn_cont_acquire(c, label, &ct->uuid, NULL)) < 0) {
 		free(ct);
 		return rc;
 	}
@@ -889,7 +834,10 @@ int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
 
 int lode_cont_close(lode_cont_t *ct)
 {
-	free(ct);
+	if (ct) {
+		conn_cont_release(ct->c, &ct->uuid);
+		free(ct);
+	}
 	return 0;
 }
 

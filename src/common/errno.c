@@ -14,6 +14,13 @@ static const char *const lode_msgs[] = {
 	[LODE_ETYPE - LODE_ERR_BASE] = "value type mismatch (single value vs byte array)",
 	[LODE_ECORRUPT - LODE_ERR_BASE] = "on-media metadata is corrupt",
 	[LODE_EBADTGT - LODE_ERR_BASE] = "target failed a flush and refuses writes",
+	[LODE_EAUTH - LODE_ERR_BASE] = "authentication failed: wrong user or secret, or no credentials",
+	[LODE_ECAPMISSING - LODE_ERR_BASE] = "request carries no capability",
+	[LODE_ECAPFORGED - LODE_ERR_BASE] = "capability signature does not verify",
+	[LODE_ECAPEXPIRED - LODE_ERR_BASE] = "capability expired",
+	[LODE_ECAPREVOKED - LODE_ERR_BASE] = "capability revoked",
+	[LODE_ECAPSCOPE - LODE_ERR_BASE] = "capability is for another container, pool or client",
+	[LODE_ECAPRIGHTS - LODE_ERR_BASE] = "capability does not grant the rights this needs",
 };
 
 const char *lode_strerror(int rc)

@@ -66,7 +66,7 @@ const struct lodefs_cred *fs_cred(lodefs_t *fs, const struct lodefs_cred *cred)
 
 static int chan_open(lodefs_t *fs, struct fs_chan *ch)
 {
-	struct lode_conn_opts co = {fs->opts.transport, fs->opts.timeout_ms};
+	struct lode_conn_opts co = {.transport = fs->opts.transport, .timeout_ms = fs->opts.timeout_ms};
 	lode_conn_t *conn;
 	lode_cont_t *cont;
 	int rc;

@@ -425,6 +425,8 @@ int net_welcome_encode(const struct net_welcome *wl, uint8_t *out, size_t cap)
 	put_le(&w, wl->pid, 4);
 	put_le(&w, hl, 1);
 	put(&w, wl->host, hl);
+	put_le(&w, wl->mgmt_port, 2);
+	put_le(&w, wl->mgmt_tls, 1);
 	for (unsigned i = 0; i < wl->ntargets; i++) {
 		if (wl->addr_len[i] == 0) /* the decoder refuses it */
 			return -EINVAL;
@@ -463,6 +465,10 @@ int net_welcome_decode(const void *buf, size_t len, struct net_welcome *wl)
 	hl = (uint8_t)get_le(&r, 1);
 	if ((p = take(&r, hl)))
 		memcpy(wl->host, p, hl);
+	wl->mgmt_port = (uint16_t)get_le(&r, 2);
+	wl->mgmt_tls = (uint8_t)get_le(&r, 1);
+	if (wl->mgmt_tls > 1)
+		return -EPROTO;
 	if (wl->ntargets > NET_TARGETS_MAX)
 		return -EMSGSIZE;
 	for (unsigned i = 0; i < wl->ntargets && !r.err; i++) {

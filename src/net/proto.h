@@ -33,7 +33,7 @@
 #include "lode/types.h"
 
 #define NET_MAGIC 0x45444f4cu /* "LODE" read as little-endian */
-#define NET_VERSION 1
+#define NET_VERSION 2 /* 2: capabilities checked, the welcome names the management port */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -211,7 +211,8 @@ int net_status_decode(const void *buf, size_t len, struct net_status *s);
  *   welcome (server) u32 magic, u16 version, u16 ntargets, i32 status,
  *           u32 inline_max, u32 transports (NET_TP_* offered), u8 bulk
  *           (NET_BULK_* the server prefers for large values, 0: by transport),
- *           u32 pid, u8 host length + host name,
+ *           u32 pid, u8 host length + host name, u16 the management
+ *           service's gRPC port on the same host, u8 whether it wants TLS,
  *           then per target: u32 length + its UCX worker address, u16 the
  *           port of its UCX listener on the listen address (0: none; tcp
  *           clients connect there, see docs/decisions/0004).
@@ -236,6 +237,8 @@ struct net_welcome {
 	uint8_t bulk;
 	uint32_t pid;
 	char host[256];
+	uint16_t mgmt_port;   /* the management service (gRPC) on the host the client dialed */
+	uint8_t mgmt_tls;
 	const uint8_t *addr[NET_TARGETS_MAX]; /* point into the decoded buffer */
 	uint32_t addr_len[NET_TARGETS_MAX];
 	uint16_t port[NET_TARGETS_MAX];

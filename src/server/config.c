@@ -33,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <yaml.h>
 
@@ -72,6 +73,8 @@ static int rule_path(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_transport(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_bulk(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_inline_max(const struct srv_config *c, char *msg, size_t msglen);
+static int rule_tls(const struct srv_config *c, char *msg, size_t msglen);
+static int rule_cap_lifetime(const struct srv_config *c, char *msg, size_t msglen);
 
 #define FIELD(name) offsetof(struct srv_config, name), sizeof(((struct srv_config *)0)->name)
 
@@ -98,6 +101,22 @@ static const struct setting settings[] = {
 	 "write loded's pid here once serving"},
 	{"addrfile", "addrfile", "FILE", SET_STR, FIELD(addrfile), NULL,
 	 "write the listen address here once serving"},
+	{"mgmt_listen", "mgmt-listen", "HOST:PORT", SET_STR, FIELD(mgmt_listen), NULL,
+	 "management service (gRPC); default: listen's host, any free port"},
+	{"mgmt_state", "mgmt-state", "DIR", SET_STR, FIELD(mgmt_state), NULL,
+	 "management state directory; default PATH/mgmt"},
+	{"admin_cred", "admin-cred", "FILE", SET_STR, FIELD(admin_cred), NULL,
+	 "first start writes the admin's credentials here (0600)"},
+	{"tls_cert", "tls-cert", "FILE", SET_STR, FIELD(tls_cert), rule_tls,
+	 "PEM certificate: the management service speaks TLS only"},
+	{"tls_key", "tls-key", "FILE", SET_STR, FIELD(tls_key), rule_tls,
+	 "PEM private key of tls_cert"},
+	{"cap_lifetime", "cap-lifetime", "SEC", SET_NUM, FIELD(cap_lifetime), rule_cap_lifetime,
+	 "capabilities expire after SEC seconds (10..86400)"},
+	{"key_rotate", "key-rotate", "SEC", SET_NUM, FIELD(key_rotate), NULL,
+	 "rotate the capability signing key every SEC seconds; 0: never"},
+	{"mgmt_addrfile", "mgmt-addrfile", "FILE", SET_STR, FIELD(mgmt_addrfile), NULL,
+	 "write the management address here once serving"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -358,6 +377,29 @@ static int rule_inline_max(const struct srv_config *c, char *msg, size_t msglen)
 	return -EINVAL;
 }
 
+/* TLS files must be readable now: a daemon that cannot load them later
+ * would start without the security it was told to have. */
+static int rule_tls(const struct srv_config *c, char *msg, size_t msglen)
+{
+	const char *files[2] = {c->tls_cert, c->tls_key};
+
+	for (unsigned i = 0; i < 2; i++) {
+		if (files[i][0] && access(files[i], R_OK) != 0) {
+			msg_set(msg, msglen, "%s: %s", files[i], strerror(errno));
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int rule_cap_lifetime(const struct srv_config *c, char *msg, size_t msglen)
+{
+	if (c->cap_lifetime >= 10 && c->cap_lifetime <= 86400)
+		return 0;
+	msg_set(msg, msglen, "%u is out of range (10..86400 seconds)", c->cap_lifetime);
+	return -EINVAL;
+}
+
 /*
  * The shapes net_addr_parse accepts, minus a bare IPv6 address: in
  * "fe80::1:7420" nobody can tell whether 7420 is a port, so IPv6 must be
@@ -435,6 +477,8 @@ void srv_config_defaults(struct srv_config *c)
 	c->inline_max = 8192;
 	c->poll_us = 1000;
 	c->foreground = true;
+	c->cap_lifetime = 600;
+	c->key_rotate = 86400;
 }
 
 int srv_config_check(const struct srv_config *c, char *err, size_t errlen)
@@ -457,6 +501,10 @@ int srv_config_check(const struct srv_config *c, char *err, size_t errlen)
 			msg_set(err, errlen, "%s: %s", s->key, msg);
 			return -EINVAL;
 		}
+	}
+	if (!c->tls_cert[0] != !c->tls_key[0]) {
+		msg_set(err, errlen, "tls_cert and tls_key go together: set both or neither");
+		return -EINVAL;
 	}
 	return 0;
 }

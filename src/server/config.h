@@ -24,6 +24,15 @@ struct srv_config {
 	char pidfile[4096];     /* write the pid here once serving; default "" (none) */
 	char addrfile[4096];    /* write the listen address here once serving; default "" (none) */
 	bool foreground;        /* unused by the daemon itself (make up backgrounds it); default true */
+	/* The management service (src/mgmt), hosted by loded. */
+	char mgmt_listen[256];  /* its gRPC address; default "" = the listen host, port 0 (any free one) */
+	char mgmt_state[4096];  /* its state directory; default "" = <path>/mgmt */
+	char admin_cred[4096];  /* first start: the admin's credentials file; default "" = <mgmt_state>/admin.credentials */
+	char tls_cert[4096];    /* PEM certificate for the gRPC endpoint; with tls_key: TLS only */
+	char tls_key[4096];     /* its PEM private key */
+	unsigned cap_lifetime;  /* capability lifetime in seconds; default 600 */
+	unsigned key_rotate;    /* rotate the signing key every this many seconds; default 86400, 0: never */
+	char mgmt_addrfile[4096]; /* write the management address here once serving; default "" */
 };
 
 /* Fill c with the defaults above. */

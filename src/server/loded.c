@@ -20,12 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lode/lode.h"
 #include "net/net.h"
 #include "server/config.h"
 #include "server/srv.h"
+#include "mgmt/mgmt.h"
 
 #define BOOT_TIMEOUT_MS 2000
 
@@ -87,6 +89,8 @@ static void greet(struct srv *s, int fd)
 	w.bulk = s->bulk;
 	w.pid = (uint32_t)getpid();
 	gethostname(w.host, sizeof(w.host) - 1);
+	w.mgmt_port = s->mgmt_port;
+	w.mgmt_tls = s->mgmt_tls;
 	for (unsigned i = 0; i < s->ntargets; i++) {
 		const void *a;
 		size_t al;
@@ -168,6 +172,95 @@ static int write_file(const char *path, const char *text)
 	return 0;
 }
 
+/* ---- the management service ------------------------------------------------ */
+
+static unsigned mgmt_targets(void *arg, struct mgmt_target_info *out, unsigned max)
+{
+	struct srv *s = arg;
+
+	if (!atomic_load(&s->serving))
+		return 0;
+	for (unsigned i = 0; i < s->ntargets && i < max; i++) {
+		struct srv_tgt_info ti;
+
+		srv_tgt_info(s, i, &ti);
+		out[i] = (struct mgmt_target_info){.id = i,
+						   .capacity = ti.capacity,
+						   .used = ti.used,
+						   .requests = ti.requests,
+						   .errors = ti.errors,
+						   .load = ti.load,
+						   .ram = ti.ram};
+	}
+	return s->ntargets;
+}
+
+/* The host part of "host:port" or "[v6]:port", as gRPC wants it back. */
+static void addr_host(const char *addr, char *out, size_t cap)
+{
+	const char *end = addr[0] == '[' ? strchr(addr, ']') : strrchr(addr, ':');
+	size_t n = end ? (size_t)(end - addr) + (addr[0] == '[') : strlen(addr);
+
+	snprintf(out, cap, "%.*s", (int)n, addr);
+}
+
+/*
+ * Start the management service beside the targets: its keyring and
+ * revocation table are the ones every target checks capabilities with.
+ */
+static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
+{
+	static char listen[300], state[4200], cred[4300];
+	struct mgmt_config mc = {0};
+	struct mgmt_hooks hooks = {.arg = s, .targets = mgmt_targets};
+	char host[260], msg[512] = "", text[300];
+	int rc;
+
+	if (c->mgmt_listen[0]) {
+		snprintf(listen, sizeof(listen), "%s", c->mgmt_listen);
+	} else {
+		addr_host(c->listen, host, sizeof(host));
+		snprintf(listen, sizeof(listen), "%s:0", host);
+	}
+	if (c->mgmt_state[0])
+		snprintf(state, sizeof(state), "%s", c->mgmt_state);
+	else
+		snprintf(state, sizeof(state), "%s/mgmt", c->path);
+	if (c->admin_cred[0])
+		snprintf(cred, sizeof(cred), "%s", c->admin_cred);
+	else
+		snprintf(cred, sizeof(cred), "%s/admin.credentials", state);
+	if (mkdir(c->path, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "loded: %s: %s\n", c->path, strerror(errno));
+		return -errno;
+	}
+	mc.listen = listen;
+	mc.state_dir = state;
+	mc.engine_addr = c->listen;
+	mc.ntargets = c->targets;
+	mc.tls.cert = c->tls_cert[0] ? c->tls_cert : NULL;
+	mc.tls.key = c->tls_key[0] ? c->tls_key : NULL;
+	mc.cap_lifetime_s = c->cap_lifetime;
+	mc.key_rotate_s = c->key_rotate;
+	mc.admin_cred = cred;
+	if ((rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg))) < 0) {
+		fprintf(stderr, "loded: management service on %s: %s\n", listen,
+			msg[0] ? msg : lode_strerror(rc));
+		return rc;
+	}
+	s->keys = mgmt_keyring(*out);
+	s->revoked = mgmt_revoked(*out);
+	s->mgmt_port = (uint16_t)mgmt_port(*out);
+	s->mgmt_tls = mc.tls.cert != NULL;
+	addr_host(listen, host, sizeof(host));
+	snprintf(text, sizeof(text), "%s:%d", host, mgmt_port(*out));
+	srv_log("management service on %s (%s), state in %s", text, s->mgmt_tls ? "TLS" : "plaintext",
+		state);
+	if (write_file(c->mgmt_addrfile, text) < 0)
+		srv_log("cannot write %s: %s", c->mgmt_addrfile, strerror(errno));
+	return 0;
+}
+
 static int transports_of(const struct srv_config *c, uint32_t *bits)
 {
 	uint32_t want;
@@ -185,6 +278,7 @@ int main(int argc, char **argv)
 {
 	static struct srv_config cfg;
 	static struct srv s;
+	mgmt_t *mgmt = NULL;
 	struct sigaction sa = {0};
 	char err[512], text[64];
 	bool help = false, loopback;
@@ -234,12 +328,19 @@ int main(int argc, char **argv)
 		ucp_cleanup(s.ctx);
 		return 1;
 	}
-	if ((rc = srv_start(&s)) < 0) {
-		fprintf(stderr, "loded: start: %s\n", lode_strerror(rc));
+	if ((rc = mgmt_host(&cfg, &s, &mgmt)) < 0) {
 		close(lfd);
 		ucp_cleanup(s.ctx);
 		return 1;
 	}
+	if ((rc = srv_start(&s)) < 0) {
+		fprintf(stderr, "loded: start: %s\n", lode_strerror(rc));
+		mgmt_stop(mgmt);
+		close(lfd);
+		ucp_cleanup(s.ctx);
+		return 1;
+	}
+	atomic_store(&s.serving, true);
 	srv_log("serving %u target(s) from %s (%s) on %s, transports:%s%s%s", s.ntargets,
 		cfg.path, cfg.ram ? "RAM" : "disk", cfg.listen,
 		s.transports & NET_TP_TCP ? " tcp" : "", s.transports & NET_TP_SHM ? " shm" : "",
@@ -272,6 +373,7 @@ int main(int argc, char **argv)
 	while (atomic_load(&greeters))
 		usleep(10000);
 	srv_stop(&s);
+	mgmt_stop(mgmt);
 	ucp_cleanup(s.ctx);
 	if (cfg.pidfile[0])
 		unlink(cfg.pidfile);

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth/auth.h"
 #include "engine/engine.h"
 #include "net/net.h"
 
@@ -63,6 +64,7 @@ struct session {
 	uint32_t id;
 	bool peer_err;  /* the endpoint reports the client's death (tcp, rdma) */
 	bool ended;     /* BYE came: no more requests, the endpoint waits for the client to go */
+	uint64_t client; /* the capability's client id that opened it: every request must match */
 	bool closed;    /* its endpoint is closed; freed when no op holds it */
 	unsigned refs;  /* ops bound to it */
 	struct {
@@ -96,6 +98,7 @@ struct srv_op {
 	const void *data;           /* reply data */
 	size_t data_len;
 	uint64_t val;               /* reply val */
+	uint64_t client;            /* the verified capability's client id */
 	uint32_t fetched;           /* eng_sv_fetch's length */
 	ucp_rkey_h rkey;
 	bool reserved;              /* buf is engine extent space (eng_value_reserve) */
@@ -145,6 +148,13 @@ struct srv_tgt {
 	uint64_t agg_used;      /* extent bytes in use after the last aggregation */
 	uint64_t agg_forced_us; /* no aggregation for space before this */
 	uint64_t aggregations;
+	struct auth_cache caps;  /* capabilities this target verified */
+	/* What other threads may read (srv_tgt_info), published by the target's own. */
+	struct {
+		_Atomic uint64_t used, cap, requests, errors, at_us;
+		_Atomic uint32_t load_pm; /* CPU share of the last second, per mille */
+		uint64_t cpu_ns, since_us;
+	} pub;
 };
 
 static const struct lode_uuid root_cont = NET_ROOT_CONT_INIT;
@@ -914,6 +924,7 @@ static void session_open(struct srv_op *op)
 	}
 	ss->t = t;
 	ss->id = i + 1;
+	ss->client = op->client;
 	if (op->cm) {
 		/* Accepted over tcp: the session runs on that endpoint, already wired. */
 		if (op->cm->ss)
@@ -1134,6 +1145,71 @@ static void op_run(struct srv_op *op)
 	}
 }
 
+/* ---- capabilities -------------------------------------------------------------- */
+
+/* The rights an opcode needs (0: a valid capability is enough). */
+static unsigned op_rights(uint16_t opcode)
+{
+	switch (opcode) {
+	case NET_OP_SV_FETCH:
+	case NET_OP_ARR_FETCH:
+	case NET_OP_ARR_SIZE:
+	case NET_OP_OBJ_LIST:
+	case NET_OP_DKEY_LIST:
+	case NET_OP_AKEY_LIST:
+	case NET_OP_SNAP_LIST:
+		return AUTH_R_READ;
+	case NET_OP_SV_UPDATE:
+	case NET_OP_ARR_UPDATE:
+	case NET_OP_OBJ_PUNCH:
+	case NET_OP_DKEY_PUNCH:
+	case NET_OP_AKEY_PUNCH:
+	case NET_OP_ARR_PUNCH:
+	case NET_OP_SNAP_CREATE:
+	case NET_OP_SNAP_DESTROY:
+	case NET_OP_AGGREGATE:
+		return AUTH_R_WRITE;
+	case NET_OP_CONT_CREATE:
+	case NET_OP_CONT_DESTROY:
+		return AUTH_R_ADMIN;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Check the capability a request carries before anything of the request
+ * runs: signature, expiry and revocation (through the target's cache, so
+ * the HMAC runs once per token), then scope (a request naming a container
+ * needs a capability for that container) and rights. The client binding is
+ * checked against the session where the request is bound to it.
+ */
+static int op_authorize(struct srv_op *op, const uint8_t *cap, size_t cap_len)
+{
+	struct srv_tgt *t = op->t;
+	struct srv *s = t->s;
+	struct auth_cap c;
+	struct timespec now;
+	unsigned need;
+	int rc;
+
+	if (!s->keys)
+		return -LODE_ECAPMISSING;
+	clock_gettime(CLOCK_REALTIME, &now);
+	rc = auth_cache_verify(&t->caps, s->keys, s->revoked, cap, cap_len,
+			       (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, &c);
+	if (rc < 0)
+		return rc;
+	if ((net_op_fields(op->hdr.opcode) & NET_FLD_CONT) &&
+	    memcmp(&c.cont, &op->a.cont, sizeof(c.cont)) != 0)
+		return -LODE_ECAPSCOPE;
+	need = op_rights(op->hdr.opcode);
+	if ((c.rights & need) != need)
+		return -LODE_ECAPRIGHTS;
+	op->client = c.client;
+	return 0;
+}
+
 /* ---- the Active Message handler ------------------------------------------------ */
 
 static bool op_has_value_in(uint16_t opcode)
@@ -1179,6 +1255,8 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 	} else {
 		memcpy(op->args, h + NET_HDR_SIZE + op->hdr.cap_len, op->hdr.args_len);
 		rc = net_args_decode(op->hdr.opcode, op->args, op->hdr.args_len, &op->a);
+		if (rc == 0)
+			rc = op_authorize(op, h + NET_HDR_SIZE, op->hdr.cap_len);
 	}
 	if (rc == 0 && atomic_load(&t->s->stop))
 		rc = -ESHUTDOWN;
@@ -1188,7 +1266,9 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 		uint32_t sn = op->hdr.session;
 		struct session *ss = sn && sn <= SESSIONS_MAX ? t->sessions[sn - 1] : NULL;
 
-		if (ss && !ss->ended)
+		if (ss && !ss->ended && ss->client != op->client)
+			rc = -LODE_ECAPSCOPE; /* another client's token on this session */
+		else if (ss && !ss->ended)
 			op_bind(op, ss);
 		else if (op->hdr.opcode != NET_OP_PING)
 			rc = -ENOTCONN;
@@ -1201,7 +1281,9 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 		 * version rather than refusing it: check its version bits against
 		 * our own worker's address. Anything else malformed UCX refuses.
 		 */
-		if (len < 2 || len > NET_WORKER_ADDR_MAX || rndv ||
+		/* An address starts with a byte of flags and an 8-byte uuid:
+		 * UCX reads those from anything shorter, past our copy. */
+		if (len < 9 || len > NET_WORKER_ADDR_MAX || rndv ||
 		    (((const uint8_t *)data)[0] & 0x0f) != (((const uint8_t *)t->addr)[0] & 0x0f))
 			rc = -EPROTO;
 		else if (!op_buf(op, len))
@@ -1276,6 +1358,49 @@ static void aggregate_all(struct srv_tgt *t)
 	t->aggregations++;
 }
 
+/* Publish the target's numbers for srv_tgt_info; the load over >= 1 s. */
+static void publish(struct srv_tgt *t, const struct eng_stats *st, uint64_t now)
+{
+	atomic_store_explicit(&t->pub.used, st->extent_used, memory_order_relaxed);
+	atomic_store_explicit(&t->pub.cap, st->extent_cap, memory_order_relaxed);
+	atomic_store_explicit(&t->pub.requests, t->requests, memory_order_relaxed);
+	atomic_store_explicit(&t->pub.errors, t->errors, memory_order_relaxed);
+	atomic_store_explicit(&t->pub.at_us, now, memory_order_relaxed);
+	if (now - t->pub.since_us >= 1000000) {
+		struct timespec cpu;
+		uint64_t ns;
+
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+		ns = (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec;
+		if (t->pub.since_us)
+			atomic_store_explicit(&t->pub.load_pm,
+					      (uint32_t)((ns - t->pub.cpu_ns) / (now - t->pub.since_us)),
+					      memory_order_relaxed);
+		t->pub.cpu_ns = ns;
+		t->pub.since_us = now;
+	}
+}
+
+void srv_tgt_info(struct srv *s, unsigned i, struct srv_tgt_info *out)
+{
+	struct srv_tgt *t = i < s->ntargets ? s->tgts[i] : NULL;
+	uint64_t at;
+
+	memset(out, 0, sizeof(*out));
+	if (!t)
+		return;
+	at = atomic_load_explicit(&t->pub.at_us, memory_order_relaxed);
+	out->used = atomic_load_explicit(&t->pub.used, memory_order_relaxed);
+	out->capacity = atomic_load_explicit(&t->pub.cap, memory_order_relaxed);
+	out->requests = atomic_load_explicit(&t->pub.requests, memory_order_relaxed);
+	out->errors = atomic_load_explicit(&t->pub.errors, memory_order_relaxed);
+	/* A target that has slept for two seconds is idle, whatever it last said. */
+	out->load = at && now_us() - at < 2000000
+			    ? atomic_load_explicit(&t->pub.load_pm, memory_order_relaxed) / 1000.0
+			    : 0.0;
+	out->ram = s->cfg->ram;
+}
+
 static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
 {
 	struct eng_stats st;
@@ -1283,7 +1408,10 @@ static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
 	if (now < t->agg_check_us)
 		return;
 	t->agg_check_us = now + AGG_CHECK_US;
-	if (eng_tgt_stats(t->eng, &st) < 0 || st.extent_cap == 0)
+	if (eng_tgt_stats(t->eng, &st) < 0)
+		return;
+	publish(t, &st, now);
+	if (st.extent_cap == 0)
 		return;
 	if (st.extent_used * 100 < st.extent_cap * AGG_START_PCT ||
 	    st.extent_used < t->agg_used + st.extent_cap * AGG_STEP_PCT / 100)
@@ -1381,6 +1509,12 @@ static void *tgt_main(void *arg)
 
 	snprintf(name, sizeof(name), "lode-tgt%u", t->idx);
 	pthread_setname_np(pthread_self(), name);
+	{
+		struct eng_stats st;
+
+		if (eng_tgt_stats(t->eng, &st) == 0)
+			publish(t, &st, last_busy);
+	}
 	for (;;) {
 		unsigned n = ucp_worker_progress(t->worker);
 		int e;
@@ -1500,6 +1634,7 @@ static int tgt_open(struct srv *s, unsigned i, struct srv_tgt **out)
 		return -ENOMEM;
 	t->s = s;
 	t->idx = i;
+	auth_cache_init(&t->caps);
 	t->epfd = -1;
 	snprintf(path, sizeof(path), "%s/tgt%u", c->path, i);
 	if ((rc = mkdir_p(c->path)) < 0) {

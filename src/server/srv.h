@@ -17,6 +17,8 @@
 #include "server/config.h"
 
 struct srv_tgt;
+struct auth_keyring;
+struct auth_revoked;
 
 struct srv {
 	const struct srv_config *cfg;
@@ -29,6 +31,13 @@ struct srv {
 	atomic_bool stop;     /* drain and exit */
 	atomic_int spinners;  /* idle targets busy-polling now (see tgt_main) */
 	int spin_max;         /* at most this many: half the online CPUs, at least 1 */
+	/* What capabilities are verified with: the management service's (NULL:
+	 * every request is refused with -LODE_ECAPMISSING). */
+	struct auth_keyring *keys;
+	struct auth_revoked *revoked;
+	uint16_t mgmt_port;   /* the management service's, for the welcome */
+	bool mgmt_tls;
+	atomic_bool serving;  /* srv_start has returned: the targets may be asked about */
 };
 
 /*
@@ -43,6 +52,15 @@ int srv_start(struct srv *s);
  * for the welcome message (owned by the service).
  */
 void srv_tgt_address(struct srv *s, unsigned i, const void **addr, size_t *len, uint16_t *port);
+
+/* A target's numbers as another thread may read them (published every 20 ms
+ * while the target works). */
+struct srv_tgt_info {
+	uint64_t capacity, used, requests, errors;
+	double load; /* CPU share of its thread over the last second, 0..1 */
+	bool ram;
+};
+void srv_tgt_info(struct srv *s, unsigned i, struct srv_tgt_info *out);
 
 /* Set stop, let every target finish what it has in flight, close everything. */
 void srv_stop(struct srv *s);

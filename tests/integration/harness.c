@@ -336,6 +336,8 @@ static int spawn(struct hs_server *s, const char *addrfile)
 	argv[n++] = s->transport;
 	argv[n++] = (char *)"--addrfile";
 	argv[n++] = (char *)addrfile;
+	argv[n++] = (char *)"--admin-cred";
+	argv[n++] = s->cred;
 	if (s->ram)
 		argv[n++] = (char *)"--ram";
 	for (unsigned i = 0; s->extra[i]; i++)
@@ -417,6 +419,11 @@ int hs_start(struct hs_server *s, const struct hs_opts *o)
 	live_update(s);
 	if ((rc = path_join(s->log, sizeof(s->log), s->dir, "loded.log")) < 0)
 		return rc;
+	/* Every client of this process presents the admin's credentials, which
+	 * the server writes on its first start. */
+	if ((rc = path_join(s->cred, sizeof(s->cred), s->dir, "admin.credentials")) < 0)
+		return rc;
+	setenv("LODE_CREDENTIALS", s->cred, 1);
 	snprintf(s->transport, sizeof(s->transport), "%s", o->transport ? o->transport : "auto");
 	s->targets = o->targets ? o->targets : 1;
 	s->ram = o->ram;

@@ -56,6 +56,7 @@ struct hs_server {
 	char dir[PATH_MAX];         /* scratch directory: log, address file */
 	char data[PATH_MAX];        /* loded --path */
 	char log[PATH_MAX];         /* loded's stdout and stderr, appended across restarts */
+	char cred[PATH_MAX];        /* the admin's credentials (loded --admin-cred); clients use them */
 	bool own_data;              /* data was made here and is removed by hs_cleanup */
 	char transport[16];
 	unsigned targets;

@@ -4,26 +4,41 @@
  * and never stop it from serving well-behaved clients.
  *
  * Two layers are attacked. The data plane with a raw UCX client built from
- * lode_net alone (no liblode, so that nothing on the client side refuses to
- * send what the encoder would never produce): bad headers, bad lengths, bad
- * arguments, requests without or with a forged session, RMA with forged
- * rkeys, garbage worker addresses in HELLO, oversized lengths,
- * rendezvous-sized data on bad requests, and a thousand seeded random
- * messages. And the bootstrap socket: garbage, truncated and oversized
- * frames, silent peers.
+ * lode_net alone (no liblode on the data path, so that nothing on the client
+ * side refuses to send what the encoder would never produce): bad headers,
+ * bad lengths, bad arguments, requests without or with a forged session,
+ * missing, forged and misused capabilities, RMA with forged rkeys, garbage
+ * worker addresses in HELLO, oversized lengths, rendezvous-sized data on bad
+ * requests, and a thousand seeded random messages. And the bootstrap socket:
+ * garbage, truncated and oversized frames, silent peers.
+ *
+ * Every request carries a capability, a token the management service signs
+ * (src/auth/auth.h): cap_len bytes of it follow the fixed header, and the
+ * arguments follow it. The raw client gets real tokens in setup through
+ * liblode's control plane alone (conn_mgmt_connect, no UCX): a pool-wide one
+ * and one for a container the test creates, which is the container its
+ * requests name (no token names the root container, so no client reaches
+ * it). Like liblode it carries the container's token on requests that name
+ * a container and the pool-wide one on the others. Both come from one
+ * Connect and so carry one client id, the one a session is bound to.
  *
  * Every request but NET_OP_PING and NET_OP_HELLO works within a session
  * (docs/decisions/0004): HELLO carries our worker's address, the target
  * makes an endpoint of its own back to that worker and answers on it with
- * the session number, which later requests carry in the header. So a
- * request that decodes but names no live session is refused with
- * -ENOTCONN, and the tests that aim at a later check (a value's length, an
- * oversized len, an rkey) open a session first so that the check they aim
- * at is the one that answers. Decode errors come before the session check
- * and keep their own codes with or without one. Replies to a session's
- * requests come over the target's endpoint, not ours, which is why the
- * reply handler is the worker's and the client progresses its worker
- * whenever it waits.
+ * the session number, which later requests carry in the header.
+ *
+ * The target checks a request in this order: the header, the arguments, the
+ * capability, then the session. So a decode error keeps its own code with
+ * or without a token or a session; a request that decodes is refused for
+ * its token next (-LODE_ECAPMISSING, -LODE_ECAPFORGED, -LODE_ECAPSCOPE,
+ * test_capabilities); and one that decodes and carries a valid token but
+ * names no live session is refused with -ENOTCONN, or with -LODE_ECAPSCOPE
+ * when the token's client id is not the session's. The tests that aim at a
+ * later check (a value's length, an oversized len, an rkey) carry a valid
+ * token and open a session first, so that the check they aim at is the one
+ * that answers. Replies to a session's requests come over the target's
+ * endpoint, not ours, which is why the reply handler is the worker's and
+ * the client progresses its worker whenever it waits.
  *
  * Every message whose request id can be read (the server answers with the
  * id found at bytes 16..23 whenever the header has them) must get a reply
@@ -56,6 +71,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth/auth.h"
+#include "client/client.h"
 #include "harness.h"
 #include "net/net.h"
 
@@ -63,10 +80,12 @@
 #define DROP_WAIT_MS 300    /* how long to wait for a reply that may not come */
 #define QUEUE_MAX 64
 #define MSG_MAX (NET_HDR_SIZE + NET_CAP_MAX + NET_ARGS_MAX + 64)
+#define HDR_MAX (NET_HDR_SIZE + AUTH_CAP_SIZE) /* a header and a token, no arguments */
 #define RANDOM_MSGS 1000
 #define ANY_NEG INT32_MIN   /* expect_status: any negative status will do */
 
 static const struct lode_uuid root_cont = NET_ROOT_CONT_INIT;
+static const char cont_label[] = "raw"; /* the container the raw client's requests name */
 
 static uint64_t now_ms(void)
 {
@@ -132,6 +151,14 @@ struct raw {
 static struct hs_server srv;
 static struct raw rc_raw;
 static unsigned label_seq;
+
+/*
+ * Where the raw client's tokens come from: a control-plane-only connection,
+ * kept until teardown so that its thread renews them. Its pool-wide token
+ * and its token for cont_label carry one client id.
+ */
+static lode_conn_t *tok_conn;
+static struct lode_uuid test_cont; /* cont_label's uuid */
 
 static ucs_status_t raw_on_reply(void *arg, const void *header, size_t header_len, void *data,
 				 size_t len, const ucp_am_recv_param_t *param)
@@ -352,20 +379,6 @@ static bool raw_id_of(const uint8_t *hdr, size_t hlen, uint64_t *id)
 
 /* ---- building messages ----------------------------------------------------------- */
 
-/* A header, valid unless the caller changes it afterwards; returns NET_HDR_SIZE. */
-static size_t hdr_put(uint8_t *out, uint16_t opcode, uint64_t req_id, uint16_t args_len)
-{
-	struct net_hdr h = {0};
-
-	h.magic = NET_MAGIC;
-	h.version = NET_VERSION;
-	h.opcode = opcode;
-	h.req_id = req_id;
-	h.args_len = args_len;
-	net_hdr_encode(&h, out);
-	return NET_HDR_SIZE;
-}
-
 static void le_put(uint8_t *p, uint64_t v, unsigned bytes)
 {
 	for (unsigned i = 0; i < bytes; i++)
@@ -378,6 +391,66 @@ enum {
 	HO_REQ_ID = 16, HO_MAP_VER = 24, HO_CAP_LEN = 28, HO_ARGS_LEN = 30, HO_TARGET = 32,
 	HO_SESSION = 36,
 };
+
+/*
+ * The token connection c carries on opcode: its token for cont on an opcode
+ * that names a container (c must have opened cont), its pool-wide one on
+ * the others (liblode's own choice, conn_cap_put). Copied under c's lock,
+ * which its renewal thread takes to replace them. Returns AUTH_CAP_SIZE.
+ */
+static uint16_t cap_copy(lode_conn_t *c, uint16_t opcode, const struct lode_uuid *cont,
+			 uint8_t *out)
+{
+	size_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = conn_cap_put(c, opcode, cont, out);
+	pthread_mutex_unlock(&c->lock);
+	assert_int_equal(n, AUTH_CAP_SIZE);
+	return (uint16_t)n;
+}
+
+/* The token a well-behaved client carries on opcode: test_cont's, or the pool-wide one. */
+static uint16_t tok_get(uint16_t opcode, uint8_t *out)
+{
+	return cap_copy(tok_conn, opcode, &test_cont, out);
+}
+
+/*
+ * A header and the capability cap[0..cap_len) after it, valid unless the
+ * caller changes them afterwards; returns NET_HDR_SIZE + cap_len, where the
+ * arguments go.
+ */
+static size_t hdr_put_cap(uint8_t *out, uint16_t opcode, uint64_t req_id, uint16_t args_len,
+			  const void *cap, uint16_t cap_len)
+{
+	struct net_hdr h = {0};
+
+	h.magic = NET_MAGIC;
+	h.version = NET_VERSION;
+	h.opcode = opcode;
+	h.req_id = req_id;
+	h.cap_len = cap_len;
+	h.args_len = args_len;
+	net_hdr_encode(&h, out);
+	if (cap_len)
+		memcpy(out + NET_HDR_SIZE, cap, cap_len);
+	return NET_HDR_SIZE + cap_len;
+}
+
+/* hdr_put_cap with the token a well-behaved client carries (tok_get). */
+static size_t hdr_put(uint8_t *out, uint16_t opcode, uint64_t req_id, uint16_t args_len)
+{
+	uint8_t tok[AUTH_CAP_SIZE];
+
+	return hdr_put_cap(out, opcode, req_id, args_len, tok, tok_get(opcode, tok));
+}
+
+/* Where the arguments of a message hdr_put(_cap) wrote start: past its capability. */
+static size_t args_off(const uint8_t *hdr)
+{
+	return NET_HDR_SIZE + (size_t)(hdr[HO_CAP_LEN] | hdr[HO_CAP_LEN + 1] << 8);
+}
 
 /* Name a session in a header hdr_put wrote (0: none). */
 static void hdr_session(uint8_t *hdr, uint32_t sn)
@@ -399,6 +472,7 @@ struct kv_args {
 	uint16_t rkey_len;
 	uint64_t rma_reg;
 	uint32_t session;  /* the header's session (0: none) */
+	const struct lode_uuid *cont; /* the container named; NULL: test_cont */
 };
 
 /*
@@ -417,7 +491,7 @@ static size_t kv_args_put(uint8_t *out, const struct kv_args *k)
 	size_t off = 0, rest;
 	int n;
 
-	a.cont = root_cont;
+	a.cont = k->cont ? *k->cont : test_cont;
 	a.oid = lode_oid_make(LODE_OT_KV, 0, 0, 0xbad);
 	a.dkey = (const uint8_t *)"D";
 	a.dkey_len = 1;
@@ -462,14 +536,28 @@ static size_t kv_args_put(uint8_t *out, const struct kv_args *k)
 	return off;
 }
 
-/* A whole sv_update / sv_fetch message: header then arguments; returns its length. */
+/*
+ * A whole sv_update / sv_fetch message carrying the capability
+ * cap[0..cap_len): header, capability, arguments; returns its length.
+ */
+static size_t kv_msg_cap(uint8_t *out, uint64_t req_id, const struct kv_args *k, const void *cap,
+			 uint16_t cap_len)
+{
+	size_t off = hdr_put_cap(out, k->fetch ? NET_OP_SV_FETCH : NET_OP_SV_UPDATE, req_id, 0,
+				 cap, cap_len);
+	size_t n = kv_args_put(out + off, k);
+
+	le_put(out + HO_ARGS_LEN, n, 2);
+	hdr_session(out, k->session);
+	return off + n;
+}
+
+/* kv_msg_cap with the container's token, as a well-behaved client sends it. */
 static size_t kv_msg(uint8_t *out, uint64_t req_id, const struct kv_args *k)
 {
-	size_t n = kv_args_put(out + NET_HDR_SIZE, k);
+	uint8_t tok[AUTH_CAP_SIZE];
 
-	hdr_put(out, k->fetch ? NET_OP_SV_FETCH : NET_OP_SV_UPDATE, req_id, (uint16_t)n);
-	hdr_session(out, k->session);
-	return NET_HDR_SIZE + n;
+	return kv_msg_cap(out, req_id, k, tok, tok_get(NET_OP_SV_UPDATE, tok));
 }
 
 /* ---- checks --------------------------------------------------------------------------- */
@@ -611,19 +699,29 @@ static void server_serves(const char *after)
 /* ---- sessions ------------------------------------------------------------------------- */
 
 /*
- * Send one HELLO with these flags and this address as its data; returns the
- * request id. Marks the client as having a session, for raw_close.
+ * Send one HELLO with these flags, the capability cap[0..cap_len) and this
+ * address as its data; returns the request id. Marks the client as having
+ * a session, for raw_close.
  */
-static uint64_t hello_send(uint32_t flags, const void *addr, size_t alen)
+static uint64_t hello_send_cap(uint32_t flags, const void *addr, size_t alen, const void *cap,
+			       uint16_t cap_len)
 {
-	uint8_t m[NET_HDR_SIZE];
+	uint8_t m[NET_HDR_SIZE + NET_CAP_MAX];
 	uint64_t id = rc_raw.next_id++;
+	size_t n = hdr_put_cap(m, NET_OP_HELLO, id, 0, cap, cap_len);
 
-	hdr_put(m, NET_OP_HELLO, id, 0);
 	le_put(m + HO_FLAGS, flags, 4);
-	assert_int_equal(raw_send(&rc_raw, m, NET_HDR_SIZE, addr, alen), 0);
+	assert_int_equal(raw_send(&rc_raw, m, n, addr, alen), 0);
 	rc_raw.had_session = true;
 	return id;
+}
+
+/* hello_send_cap with the pool-wide token, which binds the session to its client id. */
+static uint64_t hello_send(uint32_t flags, const void *addr, size_t alen)
+{
+	uint8_t tok[AUTH_CAP_SIZE];
+
+	return hello_send_cap(flags, addr, alen, tok, tok_get(NET_OP_HELLO, tok));
 }
 
 /* A session as liblode opens one: HELLO with our worker's address; returns its number. */
@@ -657,13 +755,13 @@ static uint32_t session_open(uint32_t flags)
  */
 static void session_ping(uint32_t sn, const char *after)
 {
-	uint8_t m[NET_HDR_SIZE];
+	uint8_t m[HDR_MAX];
 	char what[160];
+	size_t n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
 
-	hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
 	hdr_session(m, sn);
 	snprintf(what, sizeof(what), "a ping in session %u after %s", sn, after);
-	expect_status(what, m, NET_HDR_SIZE, NULL, 0, 0);
+	expect_status(what, m, n, NULL, 0, 0);
 }
 
 /*
@@ -688,18 +786,43 @@ static bool hello_refused_or_unanswered(const char *what, uint64_t id, unsigned 
 
 /* ---- setup --------------------------------------------------------------------------- */
 
+/* A setup that failed leaves nothing behind: cmocka runs no teardown after it. */
+static int setup_failed(const char *what, int rc)
+{
+	fprintf(stderr, "%s: %s\n", what, lode_strerror(rc));
+	hs_dump_log(&srv, 4096);
+	raw_close(&rc_raw);
+	lode_disconnect(tok_conn);
+	tok_conn = NULL;
+	hs_cleanup(&srv);
+	return -1;
+}
+
+/*
+ * A fresh loded; cont_label created by a well-behaved liblode client; the
+ * raw client's tokens taken from the management service (tok_conn: its
+ * pool-wide token, and OpenContainer's for cont_label); the raw client's
+ * endpoint to target 0.
+ */
 static int setup(void **state)
 {
 	struct hs_opts o = {.targets = 2, .ram = true};
+	struct lode_conn_opts co = {0}; /* the admin's credentials, as the harness set them */
+	lode_conn_t *c = NULL;
 	int rc;
 
 	if (hs_start(&srv, &o) < 0)
 		return -1;
-	if ((rc = raw_open(&rc_raw, hs_addr(&srv))) < 0) {
-		fprintf(stderr, "raw client: %s\n", lode_strerror(rc));
-		hs_dump_log(&srv, 4096);
-		return -1;
-	}
+	if ((rc = hs_connect(&srv, "tcp", 5000, &c)) == 0)
+		rc = lode_cont_create(c, cont_label, NULL);
+	lode_disconnect(c);
+	if (rc < 0)
+		return setup_failed("creating the raw client's container", rc);
+	if ((rc = conn_mgmt_connect(hs_addr(&srv), &co, &tok_conn)) < 0 ||
+	    (rc = conn_cont_acquire(tok_conn, cont_label, &test_cont, NULL)) < 0)
+		return setup_failed("the raw client's tokens", rc);
+	if ((rc = raw_open(&rc_raw, hs_addr(&srv))) < 0)
+		return setup_failed("raw client", rc);
 	return 0;
 }
 
@@ -711,6 +834,8 @@ static int teardown(void **state)
 		fprintf(stderr, "raw client: %u replies did not decode, %u were dropped\n",
 			rc_raw.bad_replies, rc_raw.lost_replies);
 	raw_close(&rc_raw);
+	lode_disconnect(tok_conn);
+	tok_conn = NULL;
 	if (hs_running(&srv)) {
 		st = hs_stop(&srv);
 		if (st != 0) {
@@ -862,9 +987,14 @@ static void test_bad_headers(void **state)
 	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
 	memset(m + n, 0, 8);
 	expect_status("args_len 0, 8 bytes follow", m, n + 8, NULL, 0, -EPROTO);
-	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
+	hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
 	le_put(m + HO_CAP_LEN, 4, 2);
-	expect_status("cap_len 4, nothing follows", m, n, NULL, 0, -EPROTO);
+	expect_status("cap_len 4, nothing follows", m, NET_HDR_SIZE, NULL, 0, -EPROTO);
+	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
+	expect_status("a token one byte short of cap_len", m, n - 1, NULL, 0, -EPROTO);
+	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
+	le_put(m + HO_CAP_LEN, AUTH_CAP_SIZE - 1, 2);
+	expect_status("cap_len one short of the token that follows", m, n, NULL, 0, -EPROTO);
 	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0xffff);
 	le_put(m + HO_CAP_LEN, 0xffff, 2);
 	expect_status("cap_len and args_len 0xffff", m, n, NULL, 0, ANY_NEG);
@@ -872,23 +1002,21 @@ static void test_bad_headers(void **state)
 	memset(m + n, 0, NET_ARGS_MAX + 1);
 	expect_status("args_len NET_ARGS_MAX + 1 (and that many bytes)", m, n + NET_ARGS_MAX + 1,
 		      NULL, 0, -EMSGSIZE);
-	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
+	hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
 	le_put(m + HO_CAP_LEN, NET_CAP_MAX + 1, 2);
-	memset(m + n, 0, NET_CAP_MAX + 1);
-	expect_status("cap_len NET_CAP_MAX + 1 (and that many bytes)", m, n + NET_CAP_MAX + 1,
-		      NULL, 0, -EMSGSIZE);
-	/* An ignored capability is fine; that it is skipped, not read as arguments, is the point. */
-	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
+	memset(m + NET_HDR_SIZE, 0, NET_CAP_MAX + 1);
+	expect_status("cap_len NET_CAP_MAX + 1 (and that many bytes)",
+		      m, NET_HDR_SIZE + NET_CAP_MAX + 1, NULL, 0, -EMSGSIZE);
+	/*
+	 * The capability is skipped, not read as arguments: a ping whose 16
+	 * bytes of capability were read as arguments would be refused with
+	 * -EPROTO (a ping takes none); as a capability they are forged. The
+	 * token followed by arguments is every container request's case.
+	 */
+	n = hdr_put_cap(m, NET_OP_PING, rc_raw.next_id++, 0, NULL, 0);
 	le_put(m + HO_CAP_LEN, 16, 2);
 	memset(m + n, 0x5a, 16);
-	{
-		struct raw_reply rep;
-		uint64_t id = rc_raw.next_id - 1;
-
-		assert_int_equal(raw_send(&rc_raw, m, n + 16, NULL, 0), 0);
-		assert_int_equal(raw_wait(&rc_raw, id, REPLY_WAIT_MS, &rep), 0);
-		assert_int_equal(rep.status, 0);
-	}
+	expect_status("a ping with a 16-byte capability", m, n + 16, NULL, 0, -LODE_ECAPFORGED);
 
 	/* A request must not claim to be a reply, and must name the target it reached. */
 	n = hdr_put(m, NET_OP_PING, rc_raw.next_id++, 0);
@@ -916,8 +1044,9 @@ static void test_bad_headers(void **state)
  * Argument blocks that do not decode, and values that do not match them,
  * within a live session so that the check each aims at is the one that
  * answers. Decode errors keep their codes without a session too (they come
- * before the session check); a request that decodes but whose value or
- * length is wrong is refused for want of a session first.
+ * before the capability and the session checks); a request that decodes
+ * but whose value or length is wrong is refused for want of a session
+ * first.
  */
 static void test_bad_arguments(void **state)
 {
@@ -992,7 +1121,7 @@ static void test_bad_arguments(void **state)
 	k.dkey_len = 4;
 	/* A dkey length that runs past the arguments. */
 	n = kv_msg(m, rc_raw.next_id++, &k);
-	le_put(m + NET_HDR_SIZE + 32, 900, 2);
+	le_put(m + args_off(m) + 32, 900, 2);
 	expect_status("sv_update with a dkey length past the end", m, n, "0123456789abcdef", 16,
 		      -EPROTO);
 
@@ -1082,19 +1211,19 @@ static void test_bad_arguments(void **state)
 		struct net_args a = {0};
 		int an;
 
-		a.cont = root_cont;
+		a.cont = test_cont;
 		a.oid = lode_oid_make(LODE_OT_ARRAY, 0, 0, 0xbad);
 		a.dkey = (const uint8_t *)"c";
 		a.dkey_len = 1;
 		a.akey = (const uint8_t *)"d";
 		a.akey_len = 1;
 		a.len = (uint64_t)LODE_IO_MAX + 1;
-		an = net_args_encode(NET_OP_ARR_FETCH, &a, m + NET_HDR_SIZE, NET_ARGS_MAX);
+		n = hdr_put(m, NET_OP_ARR_FETCH, rc_raw.next_id++, 0);
+		an = net_args_encode(NET_OP_ARR_FETCH, &a, m + n, NET_ARGS_MAX);
 		assert_true(an > 0);
-		hdr_put(m, NET_OP_ARR_FETCH, rc_raw.next_id++, (uint16_t)an);
+		le_put(m + HO_ARGS_LEN, (uint64_t)an, 2);
 		hdr_session(m, sn);
-		expect_status("arr_fetch len LODE_IO_MAX + 1", m, NET_HDR_SIZE + (size_t)an, NULL, 0,
-			      -E2BIG);
+		expect_status("arr_fetch len LODE_IO_MAX + 1", m, n + (size_t)an, NULL, 0, -E2BIG);
 	}
 	session_ping(sn, "bad arguments");
 	server_serves("bad arguments");
@@ -1111,9 +1240,10 @@ static void ended_session_refuses(const char *what, const uint8_t *hdr, size_t h
 {
 	struct lode_target_status ts[2][NET_TARGETS_MAX];
 	struct raw_reply rep;
-	uint8_t m[NET_HDR_SIZE];
+	uint8_t m[HDR_MAX];
 	uint64_t id = 0, pid;
 	lode_conn_t *c;
+	size_t n;
 	bool pinged;
 
 	assert_true(raw_id_of(hdr, hlen, &id));
@@ -1127,8 +1257,8 @@ static void ended_session_refuses(const char *what, const uint8_t *hdr, size_t h
 	assert_int_equal(hs_connect(&srv, "tcp", 5000, &c), 0);
 	assert_true(lode_status(c, ts[0], NET_TARGETS_MAX) > 0);
 	pid = rc_raw.next_id++;
-	hdr_put(m, NET_OP_PING, pid, 0);
-	pinged = raw_send(&rc_raw, m, NET_HDR_SIZE, NULL, 0) == 0 &&
+	n = hdr_put(m, NET_OP_PING, pid, 0);
+	pinged = raw_send(&rc_raw, m, n, NULL, 0) == 0 &&
 		 raw_wait(&rc_raw, pid, REPLY_WAIT_MS, NULL) == 0;
 	assert_true(lode_status(c, ts[1], NET_TARGETS_MAX) > 0);
 	lode_disconnect(c);
@@ -1331,7 +1461,7 @@ static void test_hello_garbage(void **state)
 {
 	static const size_t lens[] = {2, 8, 64, 300, 4096};
 	const uint8_t ver = rc_raw.wl.addr[0][0] & 0x0f; /* the server's version bits */
-	uint8_t m[NET_HDR_SIZE], junk[4096];
+	uint8_t m[HDR_MAX], junk[4096];
 	uint64_t quiet[sizeof(lens) / sizeof(lens[0])];
 	unsigned nquiet = 0, answered = 0;
 	ucp_address_t *addr;
@@ -1418,16 +1548,19 @@ static void test_hello_flag_mismatch(void **state)
 /*
  * RANDOM_MSGS seeded random messages of four kinds: random bytes with a
  * wrong magic; a valid header with an opcode that does not exist; a valid
- * header of a real opcode (not HELLO or BYE, tested above) with random
- * arguments; a valid sv_update with bytes flipped. The last two name a live
- * session, so that what decodes reaches the engine rather than the session
- * check. The first two must be refused; the last two may by chance be
- * valid, so any answer will do, but there must be one.
+ * header of a real opcode (not HELLO or BYE, tested above) with its valid
+ * token and random arguments; a valid sv_update with bytes flipped. The
+ * last two name a live session, and most of the random arguments of an
+ * opcode that names a container name ours, so that what decodes reaches
+ * the engine rather than the capability or session checks; most flips miss
+ * the token for the same reason (test_capabilities forges tokens). The first
+ * two must be refused; the last two may by chance be valid, so any answer
+ * will do, but there must be one.
  */
 static void test_random_messages(void **state)
 {
 	uint8_t m[MSG_MAX], data[512];
-	unsigned refused = 0, accepted = 0, dropped = 0, notconn = 0, kinds[4] = {0};
+	unsigned refused = 0, accepted = 0, dropped = 0, notconn = 0, nocap = 0, kinds[4] = {0};
 	const char *env = getenv("LODE_TEST_SEED");
 	uint64_t seed = env && *env ? strtoull(env, NULL, 0) : 0x10de5eedull;
 	uint32_t sn = session_open(NET_F_PEER_ERR);
@@ -1470,6 +1603,10 @@ static void test_random_messages(void **state)
 			n = hdr_put(m, op, rc_raw.next_id++, al);
 			hdr_session(m, sn);
 			rng_fill(m + n, al);
+			/* The container comes first where the opcode names one. */
+			if ((net_op_fields(op) & NET_FLD_CONT) && al >= sizeof(test_cont) &&
+			    rng() % 4 != 0)
+				memcpy(m + n, &test_cont, sizeof(test_cont));
 			n += al;
 			break;
 		}
@@ -1481,8 +1618,16 @@ static void test_random_messages(void **state)
 			k.len = dlen;
 			k.session = sn;
 			n = kv_msg(m, rc_raw.next_id++, &k);
-			for (unsigned f = 0; f < flips; f++)
-				m[rng() % n] ^= (uint8_t)(1u << (rng() % 8));
+			for (unsigned f = 0; f < flips; f++) {
+				/* In the header or arguments, or (one in four) anywhere. */
+				size_t at = (size_t)(rng() % (n - AUTH_CAP_SIZE));
+
+				if (at >= NET_HDR_SIZE)
+					at += AUTH_CAP_SIZE;
+				if (rng() % 4 == 0)
+					at = (size_t)(rng() % n);
+				m[at] ^= (uint8_t)(1u << (rng() % 8));
+			}
 			break;
 		}
 		}
@@ -1509,6 +1654,7 @@ static void test_random_messages(void **state)
 		if (rep.status < 0) {
 			refused++;
 			notconn += rep.status == -ENOTCONN;
+			nocap += rep.status <= -LODE_ECAPMISSING && rep.status >= -LODE_ECAPRIGHTS;
 		} else if (must_refuse) {
 			fail_msg("random message %u (kind %u) accepted with status %d", i, kind,
 				 rep.status);
@@ -1518,12 +1664,282 @@ static void test_random_messages(void **state)
 		if (i % 100 == 99)
 			expect_alive("random messages");
 	}
-	print_message("  kinds %u/%u/%u/%u: %u refused (%u for want of a session), %u accepted "
-		      "(valid by chance), %u without an id dropped\n",
-		      kinds[0], kinds[1], kinds[2], kinds[3], refused, notconn, accepted, dropped);
+	print_message("  kinds %u/%u/%u/%u: %u refused (%u for their token, %u for want of a "
+		      "session), %u accepted (valid by chance), %u without an id dropped\n",
+		      kinds[0], kinds[1], kinds[2], kinds[3], refused, nocap, notconn, accepted,
+		      dropped);
 	assert_int_equal(rc_raw.bad_replies, 0);
 	session_ping(sn, "random messages");
 	server_serves("random messages");
+}
+
+/* ---- capabilities ------------------------------------------------------------------ */
+
+/*
+ * The value test_capabilities stores and then attacks: oid and akey are
+ * kv_args_put's, the dkey one that liblode places on target 0, the raw
+ * client's, so that a raw request for it and liblode's reach one record.
+ */
+static struct {
+	struct lode_oid oid;
+	char dkey[16];
+	uint8_t val[48];
+} probe;
+
+static struct lode_key probe_key(void)
+{
+	return (struct lode_key){probe.dkey, (uint32_t)strlen(probe.dkey), "A", 1};
+}
+
+/* A well-behaved client stores the probe's value. */
+static void probe_store(void)
+{
+	struct lode_key key;
+	lode_conn_t *c;
+	lode_cont_t *ct;
+
+	assert_int_equal(hs_connect(&srv, "tcp", 5000, &c), 0);
+	assert_int_equal(lode_cont_open(c, cont_label, &ct), 0);
+	probe.oid = lode_oid_make(LODE_OT_KV, 0, 0, 0xbad);
+	for (unsigned i = 0;; i++) {
+		snprintf(probe.dkey, sizeof(probe.dkey), "cap-%u", i);
+		if (conn_target_of(c, probe.oid, probe.dkey, strlen(probe.dkey)) == 0)
+			break;
+	}
+	rng_fill(probe.val, sizeof(probe.val));
+	key = probe_key();
+	assert_int_equal(lode_obj_update(ct, probe.oid, &key, probe.val, sizeof(probe.val), NULL),
+			 0);
+	lode_cont_close(ct);
+	lode_disconnect(c);
+}
+
+/* An sv_update (or fetch) of the probe's value within session sn, with valid arguments. */
+static struct kv_args probe_args(uint32_t sn)
+{
+	return (struct kv_args){.dkey = probe.dkey, .dkey_len = (uint16_t)strlen(probe.dkey),
+				.akey = "A", .akey_len = 1, .len = sizeof(probe.val),
+				.session = sn};
+}
+
+/*
+ * Nothing changed after what: the probe's value reads back intact through a
+ * well-behaved liblode client, session sn answers a ping, and the server
+ * serves.
+ */
+static void nothing_changed(const char *what, uint32_t sn)
+{
+	struct lode_key key = probe_key();
+	uint8_t got[sizeof(probe.val) + 16];
+	uint32_t len = 0;
+	lode_conn_t *c;
+	lode_cont_t *ct;
+	int rc;
+
+	assert_int_equal(hs_connect(&srv, "tcp", 5000, &c), 0);
+	assert_int_equal(lode_cont_open(c, cont_label, &ct), 0);
+	rc = lode_obj_fetch(ct, probe.oid, LODE_EPOCH_MAX, &key, got, sizeof(got), &len, NULL);
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	if (rc < 0)
+		fail_msg("after %s: the stored value does not read back: %s", what,
+			 lode_strerror(rc));
+	if (len != sizeof(probe.val) || memcmp(got, probe.val, len) != 0)
+		fail_msg("after %s: the stored value changed (%u bytes, stored %zu)", what, len,
+			 sizeof(probe.val));
+	session_ping(sn, what);
+	server_serves(what);
+}
+
+/*
+ * An sv_update of the probe's value to other bytes, then an sv_fetch of
+ * it, as k says (its session, keys, container) and carrying
+ * cap[0..cap_len): both must be refused with want, the fetch without any of
+ * the value, and nothing may change (nothing_changed in session sn).
+ */
+static void kv_refused(const char *what, const struct kv_args *k, uint32_t sn, const void *cap,
+		       uint16_t cap_len, int32_t want)
+{
+	struct kv_args kf = *k;
+	uint8_t m[MSG_MAX], other[sizeof(probe.val)];
+	struct raw_reply rep;
+	char fwhat[160];
+	uint64_t id;
+	size_t n;
+
+	memset(other, 'X', sizeof(other));
+	assert_int_equal(k->len, sizeof(other));
+	n = kv_msg_cap(m, rc_raw.next_id++, k, cap, cap_len);
+	expect_status(what, m, n, other, sizeof(other), want);
+
+	snprintf(fwhat, sizeof(fwhat), "%s (sv_fetch)", what);
+	kf.fetch = true;
+	id = rc_raw.next_id++;
+	n = kv_msg_cap(m, id, &kf, cap, cap_len);
+	assert_int_equal(raw_send(&rc_raw, m, n, NULL, 0), 0);
+	if (raw_wait(&rc_raw, id, REPLY_WAIT_MS, &rep) < 0)
+		fail_msg("%s: no reply within %u ms (server %s)", fwhat, REPLY_WAIT_MS,
+			 hs_running(&srv) ? "running" : "GONE");
+	if (rep.status != want)
+		fail_msg("%s: status %d (%s), want %d (%s)", fwhat, rep.status,
+			 lode_strerror(rep.status), want, lode_strerror(want));
+	if (rep.val != 0 || rep.data_len != 0)
+		fail_msg("%s: refused, but the reply says val %" PRIu64 " and carries %zu bytes",
+			 fwhat, rep.val, rep.data_len);
+	nothing_changed(what, sn);
+}
+
+/*
+ * Capabilities on the data plane. Within a live session, requests for a
+ * value stored before carry no token, a forged one (a byte changed in each
+ * part of it, random bytes, one byte short or over), one for the pool, for
+ * another container or from another client (another Connect), or name the
+ * root container. Each is refused with its own code, fetches nothing and
+ * changes nothing: the value reads back intact through liblode, the session
+ * still answers and the server serves. So does a HELLO without a token or
+ * with a forged one. And the order of the checks: header and argument
+ * errors answer before a missing token, a missing token before a missing
+ * session.
+ */
+static void test_capabilities(void **state)
+{
+	static const struct {
+		unsigned at;
+		const char *part;
+	} flips[] = {
+		{0, "version"}, {2, "rights"}, {8, "expiry"}, {24, "client id"},
+		{36, "user"}, {56, "container"}, {72, "signature's first"}, {103, "signature's last"},
+	};
+	uint32_t sn = session_open(NET_F_PEER_ERR);
+	struct kv_args k;
+	uint8_t tok[AUTH_CAP_SIZE + 1], pool_tok[AUTH_CAP_SIZE], bad[AUTH_CAP_SIZE + 1];
+	uint8_t m[MSG_MAX];
+	struct lode_uuid other;
+	struct raw_reply rep;
+	ucp_address_t *addr;
+	lode_conn_t *c;
+	char what[128];
+	uint64_t id;
+	size_t n, alen;
+
+	probe_store();
+	k = probe_args(sn);
+	cap_copy(tok_conn, NET_OP_SV_UPDATE, &test_cont, tok);
+	cap_copy(tok_conn, NET_OP_PING, &test_cont, pool_tok);
+	assert_memory_not_equal(tok, pool_tok, AUTH_CAP_SIZE);
+
+	/* The control: with the container's token the raw client reads the value. */
+	k.fetch = true;
+	id = rc_raw.next_id++;
+	n = kv_msg(m, id, &k);
+	assert_int_equal(raw_send(&rc_raw, m, n, NULL, 0), 0);
+	assert_int_equal(raw_wait(&rc_raw, id, REPLY_WAIT_MS, &rep), 0);
+	assert_int_equal(rep.status, 0);
+	assert_int_equal(rep.val, sizeof(probe.val));
+	assert_int_equal(rep.data_len, sizeof(probe.val));
+	assert_memory_equal(rep.data, probe.val, sizeof(probe.val));
+	k.fetch = false;
+
+	kv_refused("a request without a token", &k, sn, NULL, 0, -LODE_ECAPMISSING);
+
+	/* Forged: a byte changed in each part, so that no part goes unsigned. */
+	for (unsigned i = 0; i < sizeof(flips) / sizeof(flips[0]); i++) {
+		memcpy(bad, tok, AUTH_CAP_SIZE);
+		bad[flips[i].at] ^= 0x01;
+		snprintf(what, sizeof(what), "a token with its %s byte (%u) changed", flips[i].part,
+			 flips[i].at);
+		kv_refused(what, &k, sn, bad, AUTH_CAP_SIZE, -LODE_ECAPFORGED);
+	}
+	kv_refused("a token one byte short", &k, sn, tok, AUTH_CAP_SIZE - 1, -LODE_ECAPFORGED);
+	tok[AUTH_CAP_SIZE] = 0;
+	kv_refused("a token with a byte more", &k, sn, tok, AUTH_CAP_SIZE + 1, -LODE_ECAPFORGED);
+	rng_fill(bad, AUTH_CAP_SIZE);
+	kv_refused("104 random bytes", &k, sn, bad, AUTH_CAP_SIZE, -LODE_ECAPFORGED);
+	/* Past the version and key checks, so that the signature is what refuses it. */
+	memcpy(bad, tok, 8);
+	kv_refused("random claims under a real token's version and key id", &k, sn, bad,
+		   AUTH_CAP_SIZE, -LODE_ECAPFORGED);
+
+	/* Genuine tokens, for something else than this request. */
+	kv_refused("the pool-wide token on a container's value", &k, sn, pool_tok, AUTH_CAP_SIZE,
+		   -LODE_ECAPSCOPE);
+	assert_int_equal(hs_connect(&srv, "tcp", 5000, &c), 0);
+	assert_int_equal(lode_cont_create(c, "raw-other", NULL), 0);
+	lode_disconnect(c);
+	assert_int_equal(conn_cont_acquire(tok_conn, "raw-other", &other, NULL), 0);
+	cap_copy(tok_conn, NET_OP_SV_UPDATE, &other, bad);
+	kv_refused("another container's token", &k, sn, bad, AUTH_CAP_SIZE, -LODE_ECAPSCOPE);
+	conn_cont_release(tok_conn, &other);
+	{
+		struct kv_args kr = k;
+
+		/* No token names the root container: not the container's, not the pool's. */
+		kr.cont = &root_cont;
+		kv_refused("the root container with the container's token", &kr, sn, tok,
+			   AUTH_CAP_SIZE, -LODE_ECAPSCOPE);
+		kv_refused("the root container with the pool-wide token", &kr, sn, pool_tok,
+			   AUTH_CAP_SIZE, -LODE_ECAPSCOPE);
+	}
+
+	/* Another client's tokens: genuine and for this container, but not this session's. */
+	{
+		struct lode_conn_opts co = {0};
+		struct lode_uuid same;
+
+		assert_int_equal(conn_mgmt_connect(hs_addr(&srv), &co, &c), 0);
+		assert_int_equal(conn_cont_acquire(c, cont_label, &same, NULL), 0);
+		assert_memory_equal(&same, &test_cont, sizeof(same));
+		cap_copy(c, NET_OP_SV_UPDATE, &test_cont, bad);
+		lode_disconnect(c);
+	}
+	kv_refused("another client's token for this container, on this session", &k, sn, bad,
+		   AUTH_CAP_SIZE, -LODE_ECAPSCOPE);
+	/* The same token without a session: it verifies, only the session is missing. */
+	k.session = 0;
+	kv_refused("another client's token for this container, without a session", &k, sn, bad,
+		   AUTH_CAP_SIZE, -ENOTCONN);
+
+	/*
+	 * The order: header and argument errors before the capability, the
+	 * capability before the session.
+	 */
+	kv_refused("a request without a token or a session", &k, sn, NULL, 0, -LODE_ECAPMISSING);
+	k.session = sn;
+	k.dkey_len = 0;
+	kv_refused("an empty dkey without a token", &k, sn, NULL, 0, -LODE_EKEYEMPTY);
+	k.dkey_len = (uint16_t)strlen(probe.dkey);
+	n = kv_msg_cap(m, rc_raw.next_id++, &k, NULL, 0);
+	le_put(m + HO_TARGET, 1, 4);
+	expect_status("a request for target 1 on target 0's endpoint, without a token", m, n,
+		      "0123456789", 10, -LODE_EBADTGT);
+	n = hdr_put_cap(m, NET_OP_PING, rc_raw.next_id++, 0, NULL, 0);
+	expect_status("a ping without a session or a token", m, n, NULL, 0, -LODE_ECAPMISSING);
+	n = hdr_put_cap(m, NET_OP_PING, rc_raw.next_id++, 0, NULL, 0);
+	hdr_session(m, sn);
+	expect_status("a ping in the session without a token", m, n, NULL, 0, -LODE_ECAPMISSING);
+
+	/* HELLO: a session needs a genuine token too. */
+	assert_int_equal(ucp_worker_get_address(rc_raw.worker, &addr, &alen), UCS_OK);
+	id = hello_send_cap(NET_F_PEER_ERR, addr, alen, NULL, 0);
+	assert_int_equal(raw_wait(&rc_raw, id, REPLY_WAIT_MS, &rep), 0);
+	assert_int_equal(rep.status, -LODE_ECAPMISSING);
+	memcpy(bad, pool_tok, AUTH_CAP_SIZE);
+	bad[AUTH_CAP_SIZE - 1] ^= 0x80;
+	id = hello_send_cap(NET_F_PEER_ERR, addr, alen, bad, AUTH_CAP_SIZE);
+	assert_int_equal(raw_wait(&rc_raw, id, REPLY_WAIT_MS, &rep), 0);
+	assert_int_equal(rep.status, -LODE_ECAPFORGED);
+	ucp_worker_release_address(rc_raw.worker, addr);
+	nothing_changed("HELLOs without a genuine token", sn);
+
+	/* And after it all, the session's own token still reads the value. */
+	k.fetch = true;
+	id = rc_raw.next_id++;
+	n = kv_msg(m, id, &k);
+	assert_int_equal(raw_send(&rc_raw, m, n, NULL, 0), 0);
+	assert_int_equal(raw_wait(&rc_raw, id, REPLY_WAIT_MS, &rep), 0);
+	assert_int_equal(rep.status, 0);
+	assert_int_equal(rep.data_len, sizeof(probe.val));
+	assert_memory_equal(rep.data, probe.val, sizeof(probe.val));
 }
 
 /* ---- the bootstrap socket ----------------------------------------------------------------- */
@@ -1680,6 +2096,13 @@ static void test_bootstrap_silent_peers(void **state)
 	server_serves("silent bootstrap peers");
 }
 
+/*
+ * The tests draw from one generator in this order (test_random_messages
+ * reseeds it): new tests go after test_random_messages, so that the garbage
+ * test_hello_garbage sends stays what it was. UCX 1.13 takes some short
+ * garbage of the right version for an address (it reads past it), and the
+ * server then makes a session of it, which that test refuses to accept.
+ */
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1690,6 +2113,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hello_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hello_flag_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_random_messages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_capabilities, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bootstrap_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bootstrap_silent_peers, setup, teardown),
 	};

@@ -627,7 +627,7 @@ static int hdr_decode_len(const struct net_hdr *h, size_t len, struct net_hdr *o
 static void test_hdr_round_trip(void **state)
 {
 	static const uint8_t want[NET_HDR_SIZE] = {
-		'L', 'O', 'D', 'E', 0x01, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
+		'L', 'O', 'D', 'E', 0x02, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
 		0xe6, 0xff, 0xff, 0xff,
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x14, 0x13, 0x12, 0x11,
 		0x03, 0x00, 0x05, 0x00, 0x24, 0x23, 0x22, 0x21, 0x00, 0x00, 0x00, 0x00};
@@ -836,7 +836,7 @@ static void test_status(void **state)
 
 static void test_hello(void **state)
 {
-	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x01, 0x00, 0x00, 0x00};
+	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x02, 0x00, 0x00, 0x00};
 	uint8_t out[NET_HELLO_SIZE + 1], *c;
 
 	net_hello_encode(out);
@@ -870,6 +870,8 @@ static void welcome_fill(struct net_welcome *w, uint16_t ntargets, const char *h
 	w->transports = NET_TP_TCP | NET_TP_SHM | NET_TP_RDMA;
 	w->bulk = NET_BULK_RMA;
 	w->pid = 0x11121314u;
+	w->mgmt_port = 0x2122;
+	w->mgmt_tls = 1;
 	/* The host may be longer than the field on purpose: it is cut to fit. */
 	{
 		size_t n = strlen(host);
@@ -902,6 +904,8 @@ static void wire_welcome(const struct net_welcome *wl, uint16_t ntargets, struct
 	w_le(w, wl->pid, 4);
 	w_le(w, hl, 1);
 	w_bytes(w, wl->host, hl);
+	w_le(w, wl->mgmt_port, 2);
+	w_le(w, wl->mgmt_tls, 1);
 	for (unsigned i = 0; i < ntargets && i < NET_TARGETS_MAX; i++) {
 		w_le(w, wl->addr_len[i], 4);
 		/* an over-long address is refused on its length; no bytes need follow */
@@ -945,6 +949,8 @@ static void welcome_round_trip(const struct net_welcome *w)
 	assert_int_equal(got.bulk, w->bulk);
 	assert_int_equal(got.pid, w->pid);
 	assert_string_equal(got.host, w->host);
+	assert_int_equal(got.mgmt_port, w->mgmt_port);
+	assert_int_equal(got.mgmt_tls, w->mgmt_tls);
 	for (unsigned i = 0; i < w->ntargets; i++) {
 		assert_int_equal(got.addr_len[i], w->addr_len[i]);
 		assert_inside(got.addr[i], got.addr_len[i], c, (size_t)n);

@@ -1,0 +1,558 @@
+/*
+ * The control-plane side of a connection: who we are and what we may do.
+ *
+ * lode_connect learns the management service's port from loded's welcome,
+ * finds credentials (the caller's options, the environment, a credentials
+ * file), and calls Connect: the answer is a capability for the pool, which
+ * every request that names no container carries. Opening a container asks
+ * the service for a capability scoped to it (OpenContainer); requests on
+ * the container carry that one. Targets check them all (src/server).
+ *
+ * Capabilities expire within minutes, so they are renewed once two thirds
+ * of their life has passed: by a thread of the connection's own that looks
+ * four times a second (an idle client must not find its tokens expired, as
+ * an expired token cannot be renewed), and by the first request submitted
+ * after that point if it comes first. Other threads go on with the old
+ * token, which is still valid. A renewal that fails (a revoked user, a
+ * service that is down) is retried a second later; the requests themselves
+ * then report the target's verdict.
+ *
+ * Containers are named by the management service, which also keeps their
+ * owners and properties; this file turns the container calls into its RPCs
+ * and the targets' create and destroy.
+ */
+#include "client/client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lode/mgmt/v1/mgmt.pb-c.h"
+#include "mgmt/rpc.h"
+
+#define M(name) "/lode.mgmt.v1.Mgmt/" name
+#define RENEW_RETRY_MS 1000
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* When to renew a token that expires at exp, seen now. */
+static int64_t renew_point(int64_t exp, int64_t now)
+{
+	return exp > now ? exp - (exp - now) / 3 : now;
+}
+
+/* ---- credentials ---------------------------------------------------------------- */
+
+/* Trim spaces and a trailing newline in place; returns s. */
+static char *trim(char *s)
+{
+	size_t n;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	n = strlen(s);
+	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+		s[--n] = 0;
+	return s;
+}
+
+int cred_file_load(const char *path, struct conn_cred *cr)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+	int lineno = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *k = trim(line), *v = strchr(k, ':');
+
+		lineno++;
+		if (!*k || *k == '#')
+			continue;
+		if (!v) {
+			fclose(f);
+			return -EINVAL;
+		}
+		*v++ = 0;
+		v = trim(v);
+		k = trim(k);
+		if (strcmp(k, "user") == 0)
+			snprintf(cr->user, sizeof(cr->user), "%s", v);
+		else if (strcmp(k, "secret") == 0)
+			snprintf(cr->secret, sizeof(cr->secret), "%s", v);
+		else if (strcmp(k, "mgmt") == 0)
+			snprintf(cr->mgmt, sizeof(cr->mgmt), "%s", v);
+		else if (strcmp(k, "tls_ca") == 0)
+			snprintf(cr->tls_ca, sizeof(cr->tls_ca), "%s", v);
+		else if (strcmp(k, "pool") == 0)
+			snprintf(cr->pool, sizeof(cr->pool), "%s", v);
+		/* Unknown keys are for newer versions: ignored. */
+	}
+	fclose(f);
+	return lineno ? 0 : -EINVAL;
+}
+
+/* Where the default credentials file is: $XDG_CONFIG_HOME or ~/.config. */
+static void cred_default_path(char *out, size_t cap)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+
+	if (xdg && *xdg)
+		snprintf(out, cap, "%s/lode/credentials", xdg);
+	else
+		snprintf(out, cap, "%s/.config/lode/credentials", home && *home ? home : "/root");
+}
+
+/*
+ * The credentials to present: the options' user and secret, else
+ * $LODE_USER and $LODE_SECRET, else the file $LODE_CREDENTIALS names, else
+ * the default file. $LODE_MGMT, $LODE_TLS_CA and $LODE_POOL override the
+ * file's other lines. Errors: -LODE_EAUTH (none found), -EINVAL (a file
+ * that does not parse).
+ */
+static int cred_find(const struct lode_conn_opts *o, struct conn_cred *cr)
+{
+	const char *u = getenv("LODE_USER"), *s = getenv("LODE_SECRET"), *f = getenv("LODE_CREDENTIALS");
+	const char *env;
+	char path[PATH_MAX];
+	int rc = 0;
+
+	memset(cr, 0, sizeof(*cr));
+	if (o && o->user && o->secret) {
+		snprintf(cr->user, sizeof(cr->user), "%s", o->user);
+		snprintf(cr->secret, sizeof(cr->secret), "%s", o->secret);
+	} else if (u && *u && s) {
+		snprintf(cr->user, sizeof(cr->user), "%s", u);
+		snprintf(cr->secret, sizeof(cr->secret), "%s", s);
+	} else {
+		if (f && *f)
+			snprintf(path, sizeof(path), "%s", f);
+		else
+			cred_default_path(path, sizeof(path));
+		rc = cred_file_load(path, cr);
+		if (rc == -ENOENT && !(f && *f))
+			rc = -LODE_EAUTH;
+		else if (rc == -ENOENT)
+			rc = -LODE_EAUTH; /* named but missing: nothing to present either */
+		if (rc < 0)
+			return rc;
+	}
+	if ((env = getenv("LODE_MGMT")) && *env)
+		snprintf(cr->mgmt, sizeof(cr->mgmt), "%s", env);
+	if ((env = getenv("LODE_TLS_CA")) && *env)
+		snprintf(cr->tls_ca, sizeof(cr->tls_ca), "%s", env);
+	if (o && o->pool && *o->pool)
+		snprintf(cr->pool, sizeof(cr->pool), "%s", o->pool);
+	else if ((env = getenv("LODE_POOL")) && *env)
+		snprintf(cr->pool, sizeof(cr->pool), "%s", env);
+	if (!cr->pool[0])
+		snprintf(cr->pool, sizeof(cr->pool), "default");
+	return cr->user[0] ? 0 : -LODE_EAUTH;
+}
+
+/* ---- RPCs ----------------------------------------------------------------------- */
+
+/* Lode's code for a failed call: mostly rpc_status_errno, with a few
+ * translations where the call says more than the status. */
+static int call_errno(int st, int not_found)
+{
+	if (st == RPC_NOT_FOUND)
+		return not_found;
+	return rpc_status_errno(st);
+}
+
+static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
+		     const ProtobufCMessageDescriptor *rd, const uint8_t *cap, ProtobufCMessage **rep,
+		     int not_found)
+{
+	char msg[256] = "";
+	int st = rpc_call(c->mgmt, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0, c->timeout_ms,
+			  rep, msg, sizeof(msg));
+
+	if (st != RPC_OK) {
+		snprintf(c->mgmt_err, sizeof(c->mgmt_err), "%s: %s", method + 19, msg);
+		return call_errno(st, not_found);
+	}
+	return 0;
+}
+
+static int token_take(const ProtobufCBinaryData *b, uint8_t *out)
+{
+	if (b->len != AUTH_CAP_SIZE)
+		return -EPROTO;
+	memcpy(out, b->data, AUTH_CAP_SIZE);
+	return 0;
+}
+
+/* The management address: the credentials' or the environment's, else the
+ * host we bootstrapped from with the port the welcome named. */
+static int mgmt_addr(const struct sockaddr_storage *ss, const struct net_welcome *w,
+		     const struct conn_cred *cr, char *out, size_t cap)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (cr->mgmt[0]) {
+		snprintf(out, cap, "%s", cr->mgmt);
+		return 0;
+	}
+	if (!w->mgmt_port)
+		return -EPROTONOSUPPORT;
+	if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, sizeof(ip));
+		snprintf(out, cap, "[%s]:%u", ip, w->mgmt_port);
+	} else {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, sizeof(ip));
+		snprintf(out, cap, "%s:%u", ip, w->mgmt_port);
+	}
+	return 0;
+}
+
+static void *renewer_main(void *arg)
+{
+	lode_conn_t *c = arg;
+	struct timespec until;
+
+	pthread_setname_np(pthread_self(), "lode-renew");
+	pthread_mutex_lock(&c->renewer_lock);
+	while (!c->renewer_stop) {
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 250 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&c->renewer_cond, &c->renewer_lock, &until);
+		if (c->renewer_stop)
+			break;
+		pthread_mutex_unlock(&c->renewer_lock);
+		conn_caps_renew(c, false);
+		pthread_mutex_lock(&c->renewer_lock);
+	}
+	pthread_mutex_unlock(&c->renewer_lock);
+	return NULL;
+}
+
+int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const struct net_welcome *w,
+	       const struct lode_conn_opts *o)
+{
+	Lode__Mgmt__V1__ConnectRequest req = LODE__MGMT__V1__CONNECT_REQUEST__INIT;
+	Lode__Mgmt__V1__ConnectReply *rep = NULL;
+	struct conn_cred cr;
+	struct rpc_tls tls = {0};
+	char addr[300];
+	int64_t now;
+	int rc;
+
+	if ((rc = cred_find(o, &cr)) < 0)
+		return rc;
+	if ((rc = mgmt_addr(server, w, &cr, addr, sizeof(addr))) < 0)
+		return rc;
+	tls.ca = cr.tls_ca[0] ? cr.tls_ca : NULL;
+	if ((rc = rpc_channel_open(addr, w->mgmt_tls ? &tls : NULL, &c->mgmt)) < 0)
+		return rc;
+	snprintf(c->pool, sizeof(c->pool), "%s", cr.pool);
+	req.user = cr.user;
+	req.secret.data = (uint8_t *)cr.secret;
+	req.secret.len = strlen(cr.secret);
+	req.pool = cr.pool;
+	rc = mgmt_call(c, M("Connect"), &req.base, &lode__mgmt__v1__connect_reply__descriptor, NULL,
+		       (ProtobufCMessage **)&rep, -ENOENT);
+	explicit_bzero(cr.secret, sizeof(cr.secret));
+	if (rc < 0)
+		return rc;
+	now = now_ms();
+	rc = token_take(&rep->capability, c->tok);
+	if (rc == 0 && rep->pool_uuid.len == sizeof(c->pool_uuid.b))
+		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
+	c->tok_expires_ms = rep->expires_unix_ms;
+	atomic_store(&c->renew_at_ms, renew_point(rep->expires_unix_ms, now));
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	if (rc == 0 && pthread_create(&c->renewer, NULL, renewer_main, c) == 0)
+		c->renewer_running = true;
+	return rc;
+}
+
+void conn_renewer_stop(lode_conn_t *c)
+{
+	if (c->renewer_running) {
+		pthread_mutex_lock(&c->renewer_lock);
+		c->renewer_stop = true;
+		pthread_cond_signal(&c->renewer_cond);
+		pthread_mutex_unlock(&c->renewer_lock);
+		pthread_join(c->renewer, NULL);
+		c->renewer_running = false;
+	}
+}
+
+void conn_logout(lode_conn_t *c)
+{
+	conn_renewer_stop(c);
+	if (c->mgmt)
+		rpc_channel_close(c->mgmt);
+	c->mgmt = NULL;
+	free(c->caps);
+	c->caps = NULL;
+	c->ncaps = 0;
+	explicit_bzero(c->tok, sizeof(c->tok));
+}
+
+const char *conn_mgmt_error(const lode_conn_t *c)
+{
+	return c->mgmt_err;
+}
+
+const char *conn_pool(const lode_conn_t *c)
+{
+	return c->pool;
+}
+
+int conn_mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
+		   const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply,
+		   int not_found)
+{
+	uint8_t tok[AUTH_CAP_SIZE];
+
+	conn_caps_renew(c, false);
+	pthread_mutex_lock(&c->lock);
+	memcpy(tok, c->tok, sizeof(tok));
+	pthread_mutex_unlock(&c->lock);
+	return mgmt_call(c, method, req, reply_desc, tok, reply, not_found);
+}
+
+/* ---- tokens on requests --------------------------------------------------------- */
+
+static struct conn_cap *cap_find(lode_conn_t *c, const struct lode_uuid *cont)
+{
+	for (unsigned i = 0; i < c->ncaps; i++)
+		if (memcmp(&c->caps[i].cont, cont, sizeof(*cont)) == 0)
+			return &c->caps[i];
+	return NULL;
+}
+
+size_t conn_cap_put(lode_conn_t *c, uint16_t op, const struct lode_uuid *cont, uint8_t *out)
+{
+	const uint8_t *tok = c->tok;
+
+	if (net_op_fields(op) & NET_FLD_CONT) {
+		struct conn_cap *cc = cap_find(c, cont);
+
+		if (!cc)
+			return 0; /* not opened here: the target says so (-LODE_ECAPMISSING) */
+		tok = cc->tok;
+	}
+	memcpy(out, tok, AUTH_CAP_SIZE);
+	return AUTH_CAP_SIZE;
+}
+
+/* Renew one token; fills tok and *exp. */
+static int renew_one(lode_conn_t *c, const uint8_t *old, uint8_t *tok, int64_t *exp)
+{
+	Lode__Mgmt__V1__RenewRequest req = LODE__MGMT__V1__RENEW_REQUEST__INIT;
+	Lode__Mgmt__V1__RenewReply *rep = NULL;
+	int rc;
+
+	req.capability.data = (uint8_t *)old;
+	req.capability.len = AUTH_CAP_SIZE;
+	rc = mgmt_call(c, M("RenewCapability"), &req.base, &lode__mgmt__v1__renew_reply__descriptor,
+		       old, (ProtobufCMessage **)&rep, -ENOENT);
+	if (rc < 0)
+		return rc;
+	rc = token_take(&rep->capability, tok);
+	*exp = rep->expires_unix_ms;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return rc;
+}
+
+void conn_caps_renew(lode_conn_t *c, bool force)
+{
+	uint8_t old[AUTH_CAP_SIZE], tok[AUTH_CAP_SIZE];
+	int64_t now = now_ms(), exp, next;
+	int rc;
+
+	if (!c->mgmt || (!force && now < atomic_load(&c->renew_at_ms)))
+		return;
+	if (pthread_mutex_trylock(&c->renew_lock) != 0)
+		return; /* another thread renews; the old tokens are still good */
+	pthread_mutex_lock(&c->lock);
+	memcpy(old, c->tok, sizeof(old));
+	pthread_mutex_unlock(&c->lock);
+	rc = renew_one(c, old, tok, &exp);
+	if (rc < 0) {
+		atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
+		pthread_mutex_unlock(&c->renew_lock);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	memcpy(c->tok, tok, sizeof(tok));
+	c->tok_expires_ms = exp;
+	next = renew_point(exp, now);
+	pthread_mutex_unlock(&c->lock);
+	/* Container tokens: one at a time, the list may change between them. */
+	for (unsigned i = 0;; i++) {
+		struct lode_uuid cont;
+		int64_t cexp;
+
+		pthread_mutex_lock(&c->lock);
+		if (i >= c->ncaps) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		cont = c->caps[i].cont;
+		memcpy(old, c->caps[i].tok, sizeof(old));
+		pthread_mutex_unlock(&c->lock);
+		if (renew_one(c, old, tok, &cexp) < 0) {
+			next = now + RENEW_RETRY_MS;
+			continue;
+		}
+		pthread_mutex_lock(&c->lock);
+		{
+			struct conn_cap *cc = cap_find(c, &cont);
+
+			if (cc) {
+				memcpy(cc->tok, tok, sizeof(tok));
+				cc->expires_ms = cexp;
+				if (renew_point(cexp, now) < next)
+					next = renew_point(cexp, now);
+			}
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	atomic_store(&c->renew_at_ms, next);
+	pthread_mutex_unlock(&c->renew_lock);
+}
+
+/* ---- containers ----------------------------------------------------------------- */
+
+/* Register tok for cont (a second open of one container shares the entry). Lock held. */
+static int cap_add(lode_conn_t *c, const struct lode_uuid *cont, const uint8_t *tok, int64_t exp)
+{
+	struct conn_cap *cc = cap_find(c, cont);
+
+	if (!cc) {
+		if (c->ncaps == c->caps_cap) {
+			unsigned n = c->caps_cap ? c->caps_cap * 2 : 8;
+			struct conn_cap *v = realloc(c->caps, n * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			c->caps = v;
+			c->caps_cap = n;
+		}
+		cc = &c->caps[c->ncaps++];
+		memset(cc, 0, sizeof(*cc));
+		cc->cont = *cont;
+	}
+	memcpy(cc->tok, tok, AUTH_CAP_SIZE);
+	cc->expires_ms = exp;
+	cc->refs++;
+	if (renew_point(exp, now_ms()) < atomic_load(&c->renew_at_ms))
+		atomic_store(&c->renew_at_ms, renew_point(exp, now_ms()));
+	return 0;
+}
+
+void conn_cont_release(lode_conn_t *c, const struct lode_uuid *cont)
+{
+	struct conn_cap *cc;
+
+	pthread_mutex_lock(&c->lock);
+	if ((cc = cap_find(c, cont)) && --cc->refs == 0) {
+		explicit_bzero(cc->tok, sizeof(cc->tok));
+		*cc = c->caps[--c->ncaps];
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
+		      struct conn_cont_info *info)
+{
+	Lode__Mgmt__V1__ContRef req = LODE__MGMT__V1__CONT_REF__INIT;
+	Lode__Mgmt__V1__OpenContainerReply *rep = NULL;
+	uint8_t tok[AUTH_CAP_SIZE], ctok[AUTH_CAP_SIZE];
+	int rc;
+
+	conn_caps_renew(c, false);
+	pthread_mutex_lock(&c->lock);
+	memcpy(ctok, c->tok, sizeof(ctok));
+	pthread_mutex_unlock(&c->lock);
+	req.pool = c->pool;
+	req.label = (char *)label;
+	rc = mgmt_call(c, M("OpenContainer"), &req.base,
+		       &lode__mgmt__v1__open_container_reply__descriptor, ctok,
+		       (ProtobufCMessage **)&rep, -LODE_ENOCONT);
+	if (rc < 0)
+		return rc;
+	if (!rep->info || rep->info->uuid.len != sizeof(uuid->b))
+		rc = -EPROTO;
+	if (rc == 0)
+		rc = token_take(&rep->capability, tok);
+	if (rc == 0) {
+		memcpy(uuid->b, rep->info->uuid.data, sizeof(uuid->b));
+		if (info) {
+			memset(info, 0, sizeof(*info));
+			info->rights = rep->rights;
+			if (rep->info->props) {
+				info->chunk_size = rep->info->props->chunk_size;
+				info->encryption = rep->info->props->encryption;
+			}
+		}
+		pthread_mutex_lock(&c->lock);
+		rc = cap_add(c, uuid, tok, rep->expires_unix_ms);
+		pthread_mutex_unlock(&c->lock);
+	}
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return rc;
+}
+
+int conn_cont_unregister(lode_conn_t *c, const char *label)
+{
+	Lode__Mgmt__V1__ContRef req = LODE__MGMT__V1__CONT_REF__INIT;
+	ProtobufCMessage *rep = NULL;
+	uint8_t ctok[AUTH_CAP_SIZE];
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	memcpy(ctok, c->tok, sizeof(ctok));
+	pthread_mutex_unlock(&c->lock);
+	req.pool = c->pool;
+	req.label = (char *)label;
+	rc = mgmt_call(c, M("ContDestroy"), &req.base, &lode__mgmt__v1__cont_info__descriptor, ctok,
+		       &rep, -LODE_ENOCONT);
+	if (rep)
+		protobuf_c_message_free_unpacked(rep, NULL);
+	return rc;
+}
+
+int conn_cont_names(lode_conn_t *c, char (*labels)[LODE_LABEL_MAX + 1], unsigned max)
+{
+	Lode__Mgmt__V1__PoolRef req = LODE__MGMT__V1__POOL_REF__INIT;
+	Lode__Mgmt__V1__ContList *rep = NULL;
+	uint8_t ctok[AUTH_CAP_SIZE];
+	int rc;
+
+	conn_caps_renew(c, false);
+	pthread_mutex_lock(&c->lock);
+	memcpy(ctok, c->tok, sizeof(ctok));
+	pthread_mutex_unlock(&c->lock);
+	req.label = c->pool;
+	rc = mgmt_call(c, M("ContListAll"), &req.base, &lode__mgmt__v1__cont_list__descriptor, ctok,
+		       (ProtobufCMessage **)&rep, -ENOENT);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < rep->n_containers && i < max; i++)
+		snprintf(labels[i], LODE_LABEL_MAX + 1, "%s", rep->containers[i]->label);
+	rc = (int)rep->n_containers;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return rc;
+}

@@ -1,0 +1,70 @@
+/*
+ * The management service (lode.mgmt.v1.Mgmt, proto/lode/mgmt/v1/mgmt.proto),
+ * as a component a process hosts: loded starts it beside its targets.
+ *
+ * It owns the management state (tenants, users, groups, ACLs, pools,
+ * containers, signing keys, revocations), persisted in a state directory,
+ * and serves it over gRPC on a thread of its own. The keyring and the
+ * revocation table it exposes are the ones the host's targets verify
+ * capabilities with, so a rotation or a revocation takes effect on the data
+ * path at once.
+ */
+#ifndef LODE_MGMT_H
+#define LODE_MGMT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "auth/auth.h"
+#include "mgmt/rpc.h"
+
+/* One target's live state, as the host reports it. */
+struct mgmt_target_info {
+	uint32_t id;
+	uint64_t capacity, used; /* bytes */
+	uint64_t requests, errors;
+	double load;             /* 0..1 */
+	bool ram;
+};
+
+/* What the host tells the service; called on the service's thread. */
+struct mgmt_hooks {
+	void *arg;
+	/* Fill up to max entries; return how many targets there are. */
+	unsigned (*targets)(void *arg, struct mgmt_target_info *out, unsigned max);
+};
+
+struct mgmt_config {
+	const char *listen;       /* gRPC address, "host:port" (port 0: pick one) */
+	const char *state_dir;    /* where the state lives (created if missing) */
+	const char *engine_addr;  /* this engine's data-plane bootstrap address */
+	unsigned ntargets;        /* targets this engine has */
+	struct rpc_tls tls;       /* cert and key set: TLS only; all NULL: plaintext */
+	unsigned cap_lifetime_s;  /* capability lifetime; 0: 600 */
+	unsigned key_rotate_s;    /* rotate the signing key this often; 0: never on its own */
+	const char *admin_cred;   /* first start: write the admin's credentials file here (0600) */
+};
+
+typedef struct mgmt mgmt_t;
+
+/*
+ * Load (or, on first start, create) the state and start serving. msg gets
+ * a reason on failure. Errors: -EADDRINUSE, -EINVAL (bad config, TLS files),
+ * -LODE_ECORRUPT (a state file that does not parse), -errno from the file
+ * system.
+ */
+int mgmt_start(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, mgmt_t **out,
+	       char *msg, size_t msg_cap);
+
+/* The port the service listens on. */
+int mgmt_port(const mgmt_t *m);
+
+/* The keyring and revocation table targets verify with (live for the
+ * service's lifetime). */
+struct auth_keyring *mgmt_keyring(mgmt_t *m);
+struct auth_revoked *mgmt_revoked(mgmt_t *m);
+
+/* Stop serving and free; the state is already on disk. */
+void mgmt_stop(mgmt_t *m);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * The management service's insides, shared by state.c (the model and its
+ * persistence), handlers.c (the RPCs) and mgmt.c (starting and stopping),
+ * and by the unit test, which drives the handlers without a network.
+ *
+ * The model is the persisted message itself (proto/lode/mgmt/v1/state.proto,
+ * as protobuf-c structs): the state is small, so lookups are linear scans,
+ * and keeping one representation means nothing is converted on the way to
+ * disk and a failed write is undone by unpacking what is on disk again.
+ * Every string, byte field and array in the model is malloc'ed (or
+ * protobuf-c's empty string), so protobuf_c_message_free_unpacked frees any
+ * part of it.
+ */
+#ifndef LODE_MGMT_STATE_H
+#define LODE_MGMT_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "auth/auth.h"
+#include "lode/mgmt/v1/state.pb-c.h"
+#include "mgmt/mgmt.h"
+#include "mgmt/rpc.h"
+
+typedef Lode__Mgmt__State__V1__State ms_state;
+typedef Lode__Mgmt__State__V1__Tenant ms_tenant;
+typedef Lode__Mgmt__State__V1__User ms_user;
+typedef Lode__Mgmt__State__V1__Group ms_group;
+typedef Lode__Mgmt__State__V1__AclEntry ms_acl;
+typedef Lode__Mgmt__State__V1__Pool ms_pool;
+typedef Lode__Mgmt__State__V1__Container ms_cont;
+typedef Lode__Mgmt__State__V1__SigningKey ms_key;
+typedef Lode__Mgmt__State__V1__Revocation ms_revocation;
+
+#define MS_VERSION 1
+#define MS_NAME_MAX 127 /* longest tenant, user, group, pool or container name */
+#define MS_SYSTEM_TENANT "system"
+#define MS_ADMIN_USER "admin"
+#define MS_DEFAULT_POOL "default"
+#define MS_STATE_FILE "state.pb"
+#define MS_RIGHTS_ALL (AUTH_R_READ | AUTH_R_WRITE | AUTH_R_ADMIN)
+
+/* ---- the model and its file ------------------------------------------------ */
+
+struct mgmt_state {
+	char *dir;
+	char *path;	/* dir/state.pb */
+	char *tmp_path; /* dir/state.pb.tmp */
+	int lock_fd;	/* dir/state.lock, flock'ed: one service per directory */
+	ms_state *s;	/* the model */
+	uint8_t *saved; /* what state.pb holds (NULL before the first write) */
+	size_t saved_len;
+};
+
+/*
+ * Open the state directory (created 0700 if missing) and load state.pb.
+ * Returns 1 when there is no state yet (st->s is then an empty model with
+ * version and next ids set, not yet written), 0 when it loaded. Errors:
+ * -LODE_ECORRUPT (state.pb does not unpack, or holds impossible values;
+ * never replaced by an empty state), -EBUSY (another service holds the
+ * directory), -ENOMEM, -errno from the file system; msg says which.
+ */
+int mgmt_state_open(struct mgmt_state *st, const char *dir, char *msg, size_t msg_cap);
+
+/* Free the model; the file stays. */
+void mgmt_state_close(struct mgmt_state *st);
+
+/*
+ * Persist the model: pack, write state.pb.tmp (0600), fsync, rename over
+ * state.pb, fsync the directory. On any failure the model is put back to
+ * what state.pb holds (so pointers into it are then stale) and -errno is
+ * returned: a change is either on disk or gone.
+ */
+int mgmt_state_commit(struct mgmt_state *st);
+
+/* Put the model back to what state.pb holds: for a handler that changed
+ * the model and then failed before committing. */
+void mgmt_state_rollback(struct mgmt_state *st);
+
+/*
+ * Replace path with len bytes atomically: write tmp (created 0600), fsync,
+ * rename over path, fsync dir (the directory both are in). tmp is removed
+ * on failure. Errors: -errno.
+ */
+int ms_file_write_atomic(const char *dir, const char *tmp, const char *path, const void *buf,
+			 size_t len);
+
+/* Names: 1..MS_NAME_MAX bytes of [A-Za-z0-9._-]. */
+bool ms_name_valid(const char *s);
+
+ms_tenant *ms_tenant_find(const ms_state *s, const char *name);
+ms_tenant *ms_tenant_by_id(const ms_state *s, uint32_t id);
+ms_user *ms_user_find(const ms_state *s, uint32_t tenant, const char *name);
+ms_user *ms_user_by_id(const ms_state *s, uint32_t id);
+ms_group *ms_group_find(const ms_state *s, uint32_t tenant, const char *name);
+ms_pool *ms_pool_find(const ms_state *s, const char *label);
+ms_cont *ms_cont_find(const ms_state *s, const char *pool, const char *label);
+ms_pool *ms_pool_by_uuid(const ms_state *s, const uint8_t uuid[16]);
+ms_cont *ms_cont_by_uuid(const ms_state *s, const uint8_t uuid[16]);
+/* How many containers pool holds. */
+unsigned ms_pool_containers(const ms_state *s, const ms_pool *p);
+ms_acl *ms_acl_find(const ms_state *s, const char *resource, const char *principal);
+ms_revocation *ms_revocation_find(const ms_state *s, uint32_t user);
+bool ms_group_has(const ms_group *g, uint32_t user);
+
+/* Add a record (the model's next id where it has one); NULL: no memory.
+ * Names are copied; callers validate them first. */
+ms_tenant *ms_tenant_add(ms_state *s, const char *name, int64_t now_ms);
+ms_user *ms_user_add(ms_state *s, uint32_t tenant, const char *name, const char *secret_hash,
+		     int64_t now_ms);
+ms_group *ms_group_add(ms_state *s, uint32_t tenant, const char *name);
+ms_pool *ms_pool_add(ms_state *s, const char *label, const uint8_t uuid[16], uint64_t size,
+		     const uint32_t *targets, size_t ntargets, int64_t now_ms);
+ms_cont *ms_cont_add(ms_state *s, const char *pool, const char *label, const uint8_t uuid[16],
+		     uint32_t tenant, int64_t now_ms);
+/* Set an ACL entry (rights 0 removes it). Errors: -ENOMEM. */
+int ms_acl_set(ms_state *s, const char *resource, const char *principal, uint32_t rights);
+int ms_revocation_set(ms_state *s, uint32_t user, int64_t before_ms);
+int ms_key_add(ms_state *s, uint32_t id, const uint8_t *key, int64_t retired_ms,
+	       int64_t created_ms);
+int ms_group_member_add(ms_group *g, uint32_t user);
+void ms_group_member_remove(ms_group *g, uint32_t user);
+
+/* Remove a record and what hangs off it: a container's ACL entries; a
+ * pool's containers and ACL entries; a tenant's users, groups and the ACL
+ * entries naming them (its containers must be gone first). Pointers to the
+ * removed records are stale afterwards. */
+void ms_cont_remove(ms_state *s, ms_cont *c);
+void ms_pool_remove(ms_state *s, ms_pool *p);
+void ms_tenant_remove(ms_state *s, ms_tenant *t);
+/* Drop the keys retired at or before before_ms, and the oldest beyond
+ * AUTH_KEYS_MAX (what a keyring can hold). */
+void ms_keys_prune(ms_state *s, int64_t before_ms);
+
+/* A fresh random uuid for a pool or container: never zero (a pool-wide
+ * capability's container), never the root container's, never one in use.
+ * Errors: -EIO (no randomness). */
+int ms_uuid_fresh(const ms_state *s, uint8_t uuid[16]);
+
+/* mkdir -p, giving what it creates mode. -errno. */
+int ms_dir_make(const char *dir, mode_t mode);
+
+/* Set a string field of a model record (frees the old value). -ENOMEM. */
+int ms_str_set(char **field, const char *v);
+/* Set a bytes field to a copy of n bytes. -ENOMEM. */
+int ms_bytes_set(ProtobufCBinaryData *field, const void *v, size_t n);
+
+/* ---- the rights policy ------------------------------------------------------ */
+
+/* A system administrator: admin in tenant "system". */
+bool ms_user_sysadmin(const ms_state *s, const ms_user *u);
+/* A tenant administrator of tenant (a system administrator is one of every tenant). */
+bool ms_user_tenant_admin(const ms_state *s, const ms_user *u, uint32_t tenant);
+
+/*
+ * u's rights on pool p (c NULL) or on its container c: everything for a
+ * system administrator, everything on its own tenant's containers for a
+ * tenant administrator, else the union of the ACL entries on exactly that
+ * resource naming u, a group u is in, or u's tenant (pool entries do not
+ * cascade to containers).
+ */
+unsigned ms_rights(const ms_state *s, const ms_user *u, const ms_pool *p, const ms_cont *c);
+
+/* "POOL" or "POOL/CONT" into buf. */
+void ms_resource_name(const ms_pool *p, const ms_cont *c, char *buf, size_t cap);
+
+/* ---- the service ------------------------------------------------------------ */
+
+struct mgmt {
+	struct mgmt_state st;
+	struct auth_keyring kr;
+	struct auth_revoked rv;
+	bool kr_init, rv_init;
+	struct mgmt_hooks hooks;
+	char *listen, *engine_addr, *admin_cred;
+	unsigned ntargets;
+	int64_t lifetime_ms;
+	unsigned key_rotate_s;
+	int64_t started_ms;
+	int64_t clock_skew_ms; /* added to the clock: lets tests expire capabilities */
+	/* A hash no secret matches: Connect checks an unknown user's secret
+	 * against it so that a wrong user costs as much as a wrong secret. */
+	char decoy_hash[AUTH_HASH_TEXT];
+	/* First start only, until mgmt_start has written the credentials file. */
+	bool first_start;
+	char admin_secret[2 * 32 + 1];
+	/* Handlers (the rpc thread) and the rotation timer take it. */
+	pthread_mutex_t lock;
+	rpc_server_t *srv;
+	int port;
+	pthread_t timer;
+	bool timer_running, stopping;
+	pthread_cond_t timer_cond;
+};
+
+/*
+ * Everything mgmt_start does short of the network: load (or create, and
+ * persist) the state, rebuild the keyring and revocation table from it.
+ * The unit test calls the handlers on what it returns.
+ */
+int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, struct mgmt **out,
+	      char *msg, size_t msg_cap);
+void mgmt_close(struct mgmt *m);
+
+/* The targets as the host reports them, or, before it reports any (loded
+ * starts the service before its targets), cfg->ntargets of them with ids
+ * 0..n-1 and nothing known (*live false). Returns how many (at most max). */
+#define MGMT_TARGETS_MAX 1024
+unsigned mgmt_targets_get(struct mgmt *m, struct mgmt_target_info *out, unsigned max, bool *live);
+
+/* The clock the service uses (unix ms, plus m->clock_skew_ms). */
+int64_t mgmt_now_ms(const struct mgmt *m);
+
+/* Rotate the signing key: persist the new key, then hand it to the keyring.
+ * Returns the new key id or -errno (nothing changed). Caller holds m->lock. */
+int mgmt_key_rotate(struct mgmt *m);
+
+/* The method table rpc_server_start serves (handlers.c). */
+extern const struct rpc_method mgmt_methods[];
+extern const unsigned mgmt_nmethods;
+/* The entry for a method's short name ("Connect"), or NULL. */
+const struct rpc_method *mgmt_method_find(const char *name);
+
+#endif

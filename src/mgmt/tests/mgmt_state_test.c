@@ -1,0 +1,1054 @@
+/*
+ * The management service's handlers, called through its method table with
+ * no network in between: who may do what (system administrator, tenant
+ * administrator, plain user, another tenant's user, node user), revocation
+ * and restore, key rotation and renewal, bad input, persistence across a
+ * restart, a damaged state file, and a write that fails part way.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lode/errno.h"
+#include "lode/mgmt/v1/mgmt.pb-c.h"
+#include "mgmt/state.h"
+#include "net/proto.h"
+
+#define NTARGETS 2
+#define CAPACITY (1ull << 30)
+
+static char test_dir[512];
+static char msg[512];
+
+/* ---- the service under test ----------------------------------------------------- */
+
+static unsigned fake_targets(void *arg, struct mgmt_target_info *out, unsigned max)
+{
+	for (unsigned i = 0; i < NTARGETS && i < max; i++)
+		out[i] = (struct mgmt_target_info){.id = i, .capacity = CAPACITY, .used = 100};
+	return NTARGETS;
+}
+
+static const struct mgmt_hooks hooks = {.targets = fake_targets};
+
+static struct mgmt *svc_open(const char *dir)
+{
+	char cred[600];
+	struct mgmt_config cfg = {.state_dir = dir,
+				  .admin_cred = cred,
+				  .ntargets = NTARGETS,
+				  .engine_addr = "127.0.0.1:1"};
+	struct mgmt *m = NULL;
+	int rc;
+
+	snprintf(cred, sizeof(cred), "%s/admin.cred", dir);
+	rc = mgmt_open(&cfg, &hooks, &m, msg, sizeof(msg));
+	if (rc)
+		fail_msg("mgmt_open %s: %d %s", dir, rc, msg);
+	return m;
+}
+
+static void dir_fresh(char *out, size_t cap, const char *name)
+{
+	const char *base = getenv("LODE_TEST_TMP");
+	char cmd[700];
+
+	if (!base)
+		base = "/tmp";
+	mkdir(base, 0755);
+	snprintf(out, cap, "%s/mgmt_state_test.%d.%s", base, (int)getpid(), name);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", out);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* ---- calls ------------------------------------------------------------------------ */
+
+struct sess {
+	uint8_t cap[AUTH_CAP_SIZE];
+	size_t len;
+};
+
+/* Call a method as the holder of s (NULL: no capability); the reply, if
+ * wanted, is the caller's to free. */
+static int call(struct mgmt *m, const char *method, const void *req, const struct sess *s,
+		ProtobufCMessage **reply)
+{
+	const struct rpc_method *me = mgmt_method_find(method);
+	struct rpc_call_info ci = {.cap = s ? s->cap : NULL, .cap_len = s ? s->len : 0};
+	ProtobufCMessage *r = NULL;
+	int st;
+
+	assert_non_null(me);
+	/* The request must be of the type the table says. */
+	assert_ptr_equal(((const ProtobufCMessage *)req)->descriptor, me->in);
+	msg[0] = '\0';
+	st = me->fn(m, &ci, req, &r, msg, sizeof(msg));
+	if (st == RPC_OK)
+		assert_non_null(r);
+	else
+		assert_null(r);
+	if (reply)
+		*reply = r;
+	else if (r)
+		me->reply_free(r);
+	return st;
+}
+
+static void expect(struct mgmt *m, const char *method, const void *req, const struct sess *s,
+		   int status)
+{
+	int st = call(m, method, req, s, NULL);
+
+	if (st != status)
+		fail_msg("%s: status %d, wanted %d (%s)", method, st, status, msg);
+}
+
+static int sess_connect(struct mgmt *m, const char *user, const char *secret, const char *pool,
+			const char *obo, struct sess *s)
+{
+	Lode__Mgmt__V1__ConnectRequest req = LODE__MGMT__V1__CONNECT_REQUEST__INIT;
+	Lode__Mgmt__V1__ConnectReply *r;
+	int st;
+
+	req.user = (char *)user;
+	req.secret.data = (uint8_t *)secret;
+	req.secret.len = strlen(secret);
+	req.pool = (char *)pool;
+	req.on_behalf_of = (char *)obo;
+	st = call(m, "Connect", &req, NULL, (ProtobufCMessage **)&r);
+	if (st)
+		return st;
+	assert_int_equal(r->capability.len, AUTH_CAP_SIZE);
+	memcpy(s->cap, r->capability.data, AUTH_CAP_SIZE);
+	s->len = AUTH_CAP_SIZE;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+static struct sess connect_ok(struct mgmt *m, const char *user, const char *secret)
+{
+	struct sess s;
+	int st = sess_connect(m, user, secret, "", "", &s);
+
+	if (st)
+		fail_msg("Connect %s: %d (%s)", user, st, msg);
+	return s;
+}
+
+static struct auth_cap cap_of(const struct sess *s)
+{
+	struct auth_cap c;
+
+	assert_int_equal(auth_cap_decode(s->cap, s->len, &c), 0);
+	return c;
+}
+
+static void tenant_create(struct mgmt *m, const struct sess *s, const char *name, int status)
+{
+	Lode__Mgmt__V1__NameRef req = LODE__MGMT__V1__NAME_REF__INIT;
+
+	req.name = (char *)name;
+	expect(m, "TenantCreate", &req, s, status);
+}
+
+static void user_create(struct mgmt *m, const struct sess *s, const char *tenant, const char *name,
+			const char *secret, bool admin, bool node, int status)
+{
+	Lode__Mgmt__V1__UserCreateRequest req = LODE__MGMT__V1__USER_CREATE_REQUEST__INIT;
+
+	req.tenant = (char *)tenant;
+	req.name = (char *)name;
+	req.secret.data = (uint8_t *)secret;
+	req.secret.len = strlen(secret);
+	req.admin = admin;
+	req.node = node;
+	expect(m, "UserCreate", &req, s, status);
+}
+
+static void acl_set(struct mgmt *m, const struct sess *s, const char *res, const char *pr,
+		    unsigned rights, int status)
+{
+	Lode__Mgmt__V1__AclEntry req = LODE__MGMT__V1__ACL_ENTRY__INIT;
+
+	req.resource = (char *)res;
+	req.principal = (char *)pr;
+	req.rights = rights;
+	expect(m, "AclSet", &req, s, status);
+}
+
+static int cont_create(struct mgmt *m, const struct sess *s, const char *pool, const char *label,
+		       const Lode__Mgmt__V1__ContProps *props)
+{
+	Lode__Mgmt__V1__ContCreateRequest req = LODE__MGMT__V1__CONT_CREATE_REQUEST__INIT;
+
+	req.pool = (char *)pool;
+	req.label = (char *)label;
+	req.props = (Lode__Mgmt__V1__ContProps *)props;
+	return call(m, "ContCreate", &req, s, NULL);
+}
+
+static int cont_call(struct mgmt *m, const char *method, const struct sess *s, const char *pool,
+		     const char *label, ProtobufCMessage **reply)
+{
+	Lode__Mgmt__V1__ContRef req = LODE__MGMT__V1__CONT_REF__INIT;
+
+	req.pool = (char *)pool;
+	req.label = (char *)label;
+	return call(m, method, &req, s, reply);
+}
+
+/* Open a container; returns its capability in *out (if not NULL) and the rights. */
+static int cont_open(struct mgmt *m, const struct sess *s, const char *label, struct sess *out,
+		     unsigned *rights)
+{
+	Lode__Mgmt__V1__OpenContainerReply *r;
+	int st = cont_call(m, "OpenContainer", s, "default", label, (ProtobufCMessage **)&r);
+
+	if (st)
+		return st;
+	if (out) {
+		assert_int_equal(r->capability.len, AUTH_CAP_SIZE);
+		memcpy(out->cap, r->capability.data, AUTH_CAP_SIZE);
+		out->len = AUTH_CAP_SIZE;
+	}
+	if (rights)
+		*rights = r->rights;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return 0;
+}
+
+/* Does s's ContListAll of the default pool show label? */
+static bool cont_listed(struct mgmt *m, const struct sess *s, const char *label)
+{
+	Lode__Mgmt__V1__PoolRef req = LODE__MGMT__V1__POOL_REF__INIT;
+	Lode__Mgmt__V1__ContList *r;
+	bool found = false;
+
+	req.label = "default";
+	assert_int_equal(call(m, "ContListAll", &req, s, (ProtobufCMessage **)&r), RPC_OK);
+	for (size_t i = 0; i < r->n_containers; i++)
+		found |= strcmp(r->containers[i]->label, label) == 0;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return found;
+}
+
+static int empty_call(struct mgmt *m, const char *method, const struct sess *s,
+		      ProtobufCMessage **reply)
+{
+	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
+
+	return call(m, method, &req, s, reply);
+}
+
+static int name_call(struct mgmt *m, const char *method, const struct sess *s, const char *name,
+		     ProtobufCMessage **reply)
+{
+	Lode__Mgmt__V1__NameRef req = LODE__MGMT__V1__NAME_REF__INIT;
+
+	req.name = (char *)name;
+	return call(m, method, &req, s, reply);
+}
+
+static uint32_t signing_key(struct mgmt *m, const struct sess *s)
+{
+	Lode__Mgmt__V1__SystemStatus *r;
+	uint32_t id;
+
+	assert_int_equal(empty_call(m, "SystemQuery", s, (ProtobufCMessage **)&r), RPC_OK);
+	id = r->signing_key_id;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return id;
+}
+
+/*
+ * The cast of every test: tenants acme and beta, each with rights to make
+ * containers in the default pool; acme/admin (tenant admin), acme/bob,
+ * beta/eve, system/agent (node); container default/c1 made by bob.
+ */
+struct world {
+	struct mgmt *m;
+	struct sess root, acme_admin, bob, eve, agent;
+};
+
+static void world_make(struct world *w, const char *name)
+{
+	dir_fresh(test_dir, sizeof(test_dir), name);
+	w->m = svc_open(test_dir);
+	w->root = connect_ok(w->m, "admin", w->m->admin_secret);
+	tenant_create(w->m, &w->root, "acme", RPC_OK);
+	tenant_create(w->m, &w->root, "beta", RPC_OK);
+	user_create(w->m, &w->root, "acme", "admin", "acme-admin-secret", true, false, RPC_OK);
+	user_create(w->m, &w->root, "acme", "bob", "bob-secret", false, false, RPC_OK);
+	user_create(w->m, &w->root, "beta", "eve", "eve-secret", false, false, RPC_OK);
+	user_create(w->m, &w->root, "", "agent", "agent-secret", false, true, RPC_OK);
+	acl_set(w->m, &w->root, "default", "tenant:acme", AUTH_R_READ | AUTH_R_WRITE, RPC_OK);
+	acl_set(w->m, &w->root, "default", "tenant:beta", AUTH_R_READ | AUTH_R_WRITE, RPC_OK);
+	w->acme_admin = connect_ok(w->m, "acme/admin", "acme-admin-secret");
+	w->bob = connect_ok(w->m, "acme/bob", "bob-secret");
+	w->eve = connect_ok(w->m, "beta/eve", "eve-secret");
+	w->agent = connect_ok(w->m, "agent", "agent-secret");
+	assert_int_equal(cont_create(w->m, &w->bob, "default", "c1", NULL), RPC_OK);
+}
+
+static void world_end(struct world *w)
+{
+	char cmd[700];
+
+	mgmt_close(w->m);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", test_dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+static void test_first_start(void **state)
+{
+	struct world w;
+	struct sess s;
+	struct auth_cap c;
+	ms_pool *p;
+
+	dir_fresh(test_dir, sizeof(test_dir), "first");
+	w.m = svc_open(test_dir);
+	assert_true(w.m->first_start);
+	assert_int_equal(strlen(w.m->admin_secret), 64);
+	assert_non_null(ms_tenant_find(w.m->st.s, "system"));
+	p = ms_pool_find(w.m->st.s, "default");
+	assert_non_null(p);
+	assert_int_equal(p->n_targets, NTARGETS);
+	assert_int_equal(w.m->st.s->n_keys, 1);
+
+	s = connect_ok(w.m, "admin", w.m->admin_secret);
+	c = cap_of(&s);
+	assert_int_equal(c.rights, MS_RIGHTS_ALL);
+	assert_memory_equal(c.pool.b, p->uuid.data, 16);
+	assert_true(c.expires_ms > c.issued_ms);
+	/* The same refusal, word for word, for a wrong secret and a wrong user. */
+	assert_int_equal(sess_connect(w.m, "admin", "nope", "", "", &s), RPC_UNAUTHENTICATED);
+	char first[512];
+
+	snprintf(first, sizeof(first), "%s", msg);
+	assert_int_equal(sess_connect(w.m, "nobody", "nope", "", "", &s), RPC_UNAUTHENTICATED);
+	assert_string_equal(msg, first);
+	assert_int_equal(sess_connect(w.m, "ghost/admin", "nope", "", "", &s), RPC_UNAUTHENTICATED);
+	assert_string_equal(msg, first);
+	assert_int_equal(sess_connect(w.m, "admin", "", "", "", &s), RPC_UNAUTHENTICATED);
+	/* A right secret to a pool that is not there. */
+	assert_int_equal(sess_connect(w.m, "admin", w.m->admin_secret, "nope", "", &s),
+			 RPC_NOT_FOUND);
+	world_end(&w);
+}
+
+static void test_capability_checks(void **state)
+{
+	struct world w;
+	struct sess bad;
+
+	world_make(&w, "caps");
+	/* Missing, forged, truncated, expired: UNAUTHENTICATED, each saying which. */
+	assert_int_equal(empty_call(w.m, "PoolListAll", NULL, NULL), RPC_UNAUTHENTICATED);
+	assert_non_null(strstr(msg, "no capability"));
+	bad = w.bob;
+	bad.cap[30] ^= 1; /* the client id */
+	assert_int_equal(empty_call(w.m, "PoolListAll", &bad, NULL), RPC_UNAUTHENTICATED);
+	assert_non_null(strstr(msg, "forged"));
+	bad = w.bob;
+	bad.len = 50;
+	assert_int_equal(empty_call(w.m, "PoolListAll", &bad, NULL), RPC_UNAUTHENTICATED);
+	assert_non_null(strstr(msg, "forged"));
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_OK);
+	w.m->clock_skew_ms = 601 * 1000;
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_UNAUTHENTICATED);
+	assert_non_null(strstr(msg, "expired"));
+	{
+		Lode__Mgmt__V1__RenewRequest rq = LODE__MGMT__V1__RENEW_REQUEST__INIT;
+
+		rq.capability.data = w.bob.cap;
+		rq.capability.len = w.bob.len;
+		expect(w.m, "RenewCapability", &rq, NULL, RPC_UNAUTHENTICATED);
+	}
+	w.m->clock_skew_ms = 0;
+	/* A container capability cannot act as its user in management calls. */
+	struct sess cc;
+
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &cc, NULL), RPC_PERMISSION_DENIED);
+	world_end(&w);
+}
+
+static void test_authorization_matrix(void **state)
+{
+	Lode__Mgmt__V1__PoolCreateRequest pc = LODE__MGMT__V1__POOL_CREATE_REQUEST__INIT;
+	struct world w;
+	struct sess s;
+	unsigned rights;
+
+	world_make(&w, "matrix");
+	pc.label = "p2";
+	/* System administrator only: pools, tenants, rotation. */
+	expect(w.m, "PoolCreate", &pc, &w.bob, RPC_PERMISSION_DENIED);
+	expect(w.m, "PoolCreate", &pc, &w.acme_admin, RPC_PERMISSION_DENIED);
+	tenant_create(w.m, &w.bob, "gamma", RPC_PERMISSION_DENIED);
+	tenant_create(w.m, &w.acme_admin, "gamma", RPC_PERMISSION_DENIED);
+	assert_int_equal(empty_call(w.m, "RotateKey", &w.acme_admin, NULL), RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "TenantDestroy", &w.acme_admin, "beta", NULL),
+			 RPC_PERMISSION_DENIED);
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_OK);
+
+	/* Tenant administrator: its own tenant's users and groups, no node users. */
+	user_create(w.m, &w.acme_admin, "", "carol", "carol-secret", false, false, RPC_OK);
+	user_create(w.m, &w.acme_admin, "beta", "mallory", "x", false, false,
+		    RPC_PERMISSION_DENIED);
+	user_create(w.m, &w.acme_admin, "acme", "n2", "x", false, true, RPC_PERMISSION_DENIED);
+	user_create(w.m, &w.bob, "acme", "dave", "x", false, false, RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "UserListAll", &w.acme_admin, "", NULL), RPC_OK);
+	assert_int_equal(name_call(w.m, "UserListAll", &w.acme_admin, "beta", NULL),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "UserListAll", &w.bob, "", NULL), RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.acme_admin, "beta/eve", NULL),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.bob, "carol", NULL),
+			 RPC_PERMISSION_DENIED);
+
+	/* Containers: the owner tenant has everything; another tenant nothing. */
+	assert_true(cont_listed(w.m, &w.bob, "c1"));
+	assert_false(cont_listed(w.m, &w.eve, "c1"));
+	assert_int_equal(cont_open(w.m, &w.eve, "c1", NULL, NULL), RPC_PERMISSION_DENIED);
+	assert_int_equal(cont_call(w.m, "ContQuery", &w.eve, "default", "c1", NULL),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(cont_call(w.m, "ContDestroy", &w.eve, "default", "c1", NULL),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "AclGet", &w.eve, "default/c1", NULL),
+			 RPC_PERMISSION_DENIED);
+	acl_set(w.m, &w.eve, "default/c1", "user:beta/eve", AUTH_R_READ, RPC_PERMISSION_DENIED);
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", NULL, &rights), 0);
+	assert_int_equal(rights, MS_RIGHTS_ALL);
+	assert_int_equal(cont_open(w.m, &w.acme_admin, "c1", NULL, &rights), 0);
+	assert_int_equal(rights, MS_RIGHTS_ALL);
+	assert_int_equal(cont_open(w.m, &w.root, "c1", NULL, &rights), 0);
+	assert_int_equal(rights, MS_RIGHTS_ALL);
+
+	/* A grant lets eve in, with exactly what was granted, same client. */
+	acl_set(w.m, &w.bob, "default/c1", "user:beta/eve", AUTH_R_READ, RPC_OK);
+	assert_true(cont_listed(w.m, &w.eve, "c1"));
+	assert_int_equal(cont_open(w.m, &w.eve, "c1", &s, &rights), 0);
+	assert_int_equal(rights, AUTH_R_READ);
+	{
+		struct auth_cap c = cap_of(&s), e = cap_of(&w.eve);
+		ms_cont *c1 = ms_cont_find(w.m->st.s, "default", "c1");
+		static const struct lode_uuid root = NET_ROOT_CONT_INIT;
+
+		assert_int_equal(c.client, e.client);
+		assert_int_equal(c.rights, AUTH_R_READ);
+		assert_memory_equal(c.cont.b, c1->uuid.data, 16);
+		assert_memory_not_equal(c.cont.b, root.b, 16);
+	}
+	assert_int_equal(cont_call(w.m, "ContDestroy", &w.eve, "default", "c1", NULL),
+			 RPC_PERMISSION_DENIED);
+	/* Taking it back (rights 0) shuts the door again. */
+	acl_set(w.m, &w.bob, "default/c1", "user:beta/eve", 0, RPC_OK);
+	assert_int_equal(cont_open(w.m, &w.eve, "c1", NULL, NULL), RPC_PERMISSION_DENIED);
+
+	/* Groups: a grant to a group reaches its members only. */
+	{
+		Lode__Mgmt__V1__GroupCreateRequest gc = LODE__MGMT__V1__GROUP_CREATE_REQUEST__INIT;
+		Lode__Mgmt__V1__GroupMemberRequest gm = LODE__MGMT__V1__GROUP_MEMBER_REQUEST__INIT;
+		struct sess carol = connect_ok(w.m, "acme/carol", "carol-secret");
+
+		gc.name = "ops";
+		expect(w.m, "GroupCreate", &gc, &w.bob, RPC_PERMISSION_DENIED);
+		expect(w.m, "GroupCreate", &gc, &w.acme_admin, RPC_OK);
+		assert_int_equal(cont_create(w.m, &w.eve, "default", "b1", NULL), RPC_OK);
+		assert_int_equal(cont_open(w.m, &carol, "b1", NULL, NULL), RPC_PERMISSION_DENIED);
+		acl_set(w.m, &w.eve, "default/b1", "group:acme/ops", AUTH_R_READ | AUTH_R_WRITE,
+			RPC_OK);
+		assert_int_equal(cont_open(w.m, &carol, "b1", NULL, NULL), RPC_PERMISSION_DENIED);
+		gm.group = "ops";
+		gm.user = "carol";
+		expect(w.m, "GroupAddUser", &gm, &w.bob, RPC_PERMISSION_DENIED);
+		expect(w.m, "GroupAddUser", &gm, &w.acme_admin, RPC_OK);
+		assert_int_equal(cont_open(w.m, &carol, "b1", NULL, &rights), 0);
+		assert_int_equal(rights, AUTH_R_READ | AUTH_R_WRITE);
+		assert_int_equal(cont_open(w.m, &w.bob, "b1", NULL, NULL), RPC_PERMISSION_DENIED);
+		/* Members come from the group's tenant only. */
+		gm.group = "acme/ops";
+		gm.user = "beta/eve";
+		expect(w.m, "GroupAddUser", &gm, &w.root, RPC_INVALID_ARGUMENT);
+		gm.group = "ops";
+		gm.user = "carol";
+		expect(w.m, "GroupRemoveUser", &gm, &w.acme_admin, RPC_OK);
+		expect(w.m, "GroupRemoveUser", &gm, &w.acme_admin, RPC_NOT_FOUND);
+		assert_int_equal(cont_open(w.m, &carol, "b1", NULL, NULL), RPC_PERMISSION_DENIED);
+	}
+
+	/* Pool rights do not cascade to containers; a pool without rights is invisible. */
+	acl_set(w.m, &w.root, "p2", "user:acme/bob", AUTH_R_READ, RPC_OK);
+	acl_set(w.m, &w.bob, "p2", "user:acme/bob", MS_RIGHTS_ALL, RPC_PERMISSION_DENIED);
+	{
+		Lode__Mgmt__V1__PoolRef pr = LODE__MGMT__V1__POOL_REF__INIT;
+
+		pr.label = "p2";
+		expect(w.m, "PoolQuery", &pr, &w.bob, RPC_OK);
+		expect(w.m, "PoolQuery", &pr, &w.eve, RPC_PERMISSION_DENIED);
+		assert_int_equal(cont_create(w.m, &w.bob, "p2", "x", NULL), RPC_PERMISSION_DENIED);
+	}
+
+	/* Node users connect on behalf of others; nobody else does. */
+	assert_int_equal(sess_connect(w.m, "agent", "agent-secret", "", "acme/bob", &s), 0);
+	{
+		struct auth_cap c = cap_of(&s), b = cap_of(&w.bob);
+
+		assert_int_equal(c.user, b.user);
+		assert_int_equal(c.tenant, b.tenant);
+		assert_int_equal(c.rights, b.rights);
+	}
+	assert_true(cont_listed(w.m, &s, "c1"));
+	assert_int_equal(sess_connect(w.m, "acme/bob", "bob-secret", "", "beta/eve", &s),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(sess_connect(w.m, "agent", "wrong", "", "acme/bob", &s),
+			 RPC_UNAUTHENTICATED);
+	assert_int_equal(sess_connect(w.m, "agent", "agent-secret", "", "acme/nobody", &s),
+			 RPC_NOT_FOUND);
+
+	/* Tenants: others see only their own. */
+	{
+		Lode__Mgmt__V1__TenantList *tl;
+
+		assert_int_equal(empty_call(w.m, "TenantListAll", &w.bob, (ProtobufCMessage **)&tl),
+				 RPC_OK);
+		assert_int_equal(tl->n_tenants, 1);
+		assert_string_equal(tl->tenants[0]->name, "acme");
+		protobuf_c_message_free_unpacked(&tl->base, NULL);
+		assert_int_equal(
+			empty_call(w.m, "TenantListAll", &w.root, (ProtobufCMessage **)&tl),
+			RPC_OK);
+		assert_int_equal(tl->n_tenants, 3);
+		protobuf_c_message_free_unpacked(&tl->base, NULL);
+	}
+	/* A user may change its own secret, not another's. */
+	{
+		Lode__Mgmt__V1__UserSecretRequest us = LODE__MGMT__V1__USER_SECRET_REQUEST__INIT;
+
+		us.name = "bob";
+		us.secret.data = (uint8_t *)"bob-new";
+		us.secret.len = 7;
+		expect(w.m, "UserSetSecret", &us, &w.bob, RPC_OK);
+		us.name = "carol";
+		expect(w.m, "UserSetSecret", &us, &w.bob, RPC_PERMISSION_DENIED);
+		assert_int_equal(sess_connect(w.m, "acme/bob", "bob-secret", "", "", &s),
+				 RPC_UNAUTHENTICATED);
+		assert_int_equal(sess_connect(w.m, "acme/bob", "bob-new", "", "", &s), 0);
+	}
+	world_end(&w);
+}
+
+static void test_revoke_restore(void **state)
+{
+	Lode__Mgmt__V1__RenewRequest rq = LODE__MGMT__V1__RENEW_REQUEST__INIT;
+	struct world w;
+	struct sess cc, fresh;
+	struct auth_cap c;
+
+	world_make(&w, "revoke");
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.bob, "bob", NULL), RPC_PERMISSION_DENIED);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.root, "admin", NULL),
+			 RPC_FAILED_PRECONDITION);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.acme_admin, "bob", NULL), RPC_OK);
+	/* Every token bob holds is dead at once: here and on the targets. */
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_UNAUTHENTICATED);
+	assert_non_null(strstr(msg, "revoked"));
+	assert_int_equal(auth_cap_verify(mgmt_keyring(w.m), mgmt_revoked(w.m), cc.cap, cc.len,
+					 mgmt_now_ms(w.m), &c),
+			 -LODE_ECAPREVOKED);
+	rq.capability.data = w.bob.cap;
+	rq.capability.len = w.bob.len;
+	expect(w.m, "RenewCapability", &rq, NULL, RPC_UNAUTHENTICATED);
+	assert_int_equal(sess_connect(w.m, "acme/bob", "bob-secret", "", "", &fresh),
+			 RPC_UNAUTHENTICATED);
+	assert_int_equal(sess_connect(w.m, "agent", "agent-secret", "", "acme/bob", &fresh),
+			 RPC_UNAUTHENTICATED);
+	/* Others are not touched. */
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.eve, NULL), RPC_OK);
+
+	/* Restore: new sessions work at once (same millisecond included), old tokens stay dead. */
+	assert_int_equal(name_call(w.m, "UserRestore", &w.acme_admin, "acme/bob", NULL), RPC_OK);
+	fresh = connect_ok(w.m, "acme/bob", "bob-secret");
+	assert_int_equal(empty_call(w.m, "PoolListAll", &fresh, NULL), RPC_OK);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_UNAUTHENTICATED);
+	assert_int_equal(auth_cap_verify(mgmt_keyring(w.m), mgmt_revoked(w.m), cc.cap, cc.len,
+					 mgmt_now_ms(w.m), &c),
+			 -LODE_ECAPREVOKED);
+	assert_int_equal(auth_cap_verify(mgmt_keyring(w.m), mgmt_revoked(w.m), fresh.cap, fresh.len,
+					 mgmt_now_ms(w.m), &c),
+			 0);
+	world_end(&w);
+}
+
+static void test_rotation_renewal(void **state)
+{
+	Lode__Mgmt__V1__RenewRequest rq = LODE__MGMT__V1__RENEW_REQUEST__INIT;
+	Lode__Mgmt__V1__RotateKeyReply *rk;
+	Lode__Mgmt__V1__RenewReply *rr;
+	struct world w;
+	struct sess renewed, cc;
+	struct auth_cap old, now;
+
+	world_make(&w, "rotate");
+	assert_int_equal(signing_key(w.m, &w.bob), 1);
+	assert_int_equal(empty_call(w.m, "RotateKey", &w.bob, NULL), RPC_PERMISSION_DENIED);
+	assert_int_equal(empty_call(w.m, "RotateKey", &w.root, (ProtobufCMessage **)&rk), RPC_OK);
+	assert_int_equal(rk->key_id, 2);
+	protobuf_c_message_free_unpacked(&rk->base, NULL);
+	assert_int_equal(signing_key(w.m, &w.bob), 2);
+	/* The keyring the targets use agrees with the state: key 1 retired, key 2 signs. */
+	{
+		struct auth_key keys[AUTH_KEYS_MAX];
+		unsigned n = auth_keyring_export(mgmt_keyring(w.m), keys, AUTH_KEYS_MAX);
+
+		assert_int_equal(n, 2);
+		assert_int_equal(keys[0].id, 1);
+		assert_true(keys[0].retired_ms > 0);
+		assert_int_equal(keys[0].retired_ms, w.m->st.s->keys[0]->retired_unix_ms);
+		assert_int_equal(keys[1].id, 2);
+		assert_int_equal(keys[1].retired_ms, 0);
+		assert_memory_equal(keys[1].key, w.m->st.s->keys[1]->key.data, AUTH_KEY_SIZE);
+	}
+	/* Old tokens keep working until they expire; new ones are signed by key 2. */
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_OK);
+	assert_int_equal(cap_of(&w.bob).key_id, 1);
+	assert_int_equal(cap_of(&w.eve).key_id, 1);
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	assert_int_equal(cap_of(&cc).key_id, 2);
+
+	/* Renewal: the same claims, a later expiry, the current key. */
+	w.m->clock_skew_ms = 5000;
+	rq.capability.data = w.bob.cap;
+	rq.capability.len = w.bob.len;
+	assert_int_equal(call(w.m, "RenewCapability", &rq, NULL, (ProtobufCMessage **)&rr), RPC_OK);
+	assert_int_equal(rr->capability.len, AUTH_CAP_SIZE);
+	memcpy(renewed.cap, rr->capability.data, AUTH_CAP_SIZE);
+	renewed.len = AUTH_CAP_SIZE;
+	old = cap_of(&w.bob);
+	now = cap_of(&renewed);
+	assert_int_equal(rr->expires_unix_ms, now.expires_ms);
+	protobuf_c_message_free_unpacked(&rr->base, NULL);
+	assert_int_equal(now.key_id, 2);
+	assert_true(now.expires_ms > old.expires_ms);
+	assert_int_equal(now.client, old.client);
+	assert_int_equal(now.user, old.user);
+	assert_int_equal(now.tenant, old.tenant);
+	assert_int_equal(now.rights, old.rights);
+	assert_memory_equal(now.pool.b, old.pool.b, 16);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &renewed, NULL), RPC_OK);
+	/* A container token renews into a container token. */
+	rq.capability.data = cc.cap;
+	assert_int_equal(call(w.m, "RenewCapability", &rq, NULL, (ProtobufCMessage **)&rr), RPC_OK);
+	memcpy(renewed.cap, rr->capability.data, AUTH_CAP_SIZE);
+	protobuf_c_message_free_unpacked(&rr->base, NULL);
+	assert_memory_equal(cap_of(&renewed).cont.b, cap_of(&cc).cont.b, 16);
+	/* Forged and empty tokens do not renew. */
+	cc.cap[40] ^= 0x80;
+	expect(w.m, "RenewCapability", &rq, NULL, RPC_UNAUTHENTICATED);
+	rq.capability.len = 0;
+	expect(w.m, "RenewCapability", &rq, NULL, RPC_UNAUTHENTICATED);
+	w.m->clock_skew_ms = 0;
+	world_end(&w);
+}
+
+static void test_bad_input(void **state)
+{
+	Lode__Mgmt__V1__PoolCreateRequest pc = LODE__MGMT__V1__POOL_CREATE_REQUEST__INIT;
+	Lode__Mgmt__V1__ContProps pr = LODE__MGMT__V1__CONT_PROPS__INIT;
+	Lode__Mgmt__V1__PoolDestroyRequest pd = LODE__MGMT__V1__POOL_DESTROY_REQUEST__INIT;
+	char long_name[200];
+	uint32_t targets[2];
+	char big_secret[AUTH_SECRET_MAX + 2];
+	struct world w;
+	struct sess s;
+
+	world_make(&w, "bad");
+	memset(long_name, 'n', 128);
+	long_name[128] = '\0';
+	const char *bad_names[] = {"", long_name, "a/b", "a b", "caf\xc3\xa9", "x:y"};
+
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		tenant_create(w.m, &w.root, bad_names[i], RPC_INVALID_ARGUMENT);
+		pc.label = (char *)bad_names[i];
+		expect(w.m, "PoolCreate", &pc, &w.root, RPC_INVALID_ARGUMENT);
+		assert_int_equal(cont_create(w.m, &w.bob, "default", bad_names[i], NULL),
+				 RPC_INVALID_ARGUMENT);
+	}
+	long_name[127] = '\0';
+	assert_int_equal(cont_create(w.m, &w.bob, "default", long_name, NULL), RPC_OK);
+
+	/* Properties. */
+	pr.object_class = "S3";
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.object_class = "SX";
+	pr.chunk_size = 2048;
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.chunk_size = 128u << 20;
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.chunk_size = 6000;
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.chunk_size = 64u << 10;
+	pr.checksum = "md5";
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.checksum = "none";
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_OK);
+	{
+		Lode__Mgmt__V1__ContInfo *ci;
+
+		assert_int_equal(cont_call(w.m, "ContQuery", &w.bob, "default", "p",
+					   (ProtobufCMessage **)&ci),
+				 RPC_OK);
+		assert_string_equal(ci->props->object_class, "SX");
+		assert_int_equal(ci->props->chunk_size, 64u << 10);
+		assert_string_equal(ci->props->checksum, "none");
+		assert_string_equal(ci->tenant, "acme");
+		assert_int_equal(ci->uuid.len, 16);
+		protobuf_c_message_free_unpacked(&ci->base, NULL);
+		/* Defaults are filled in. */
+		assert_int_equal(cont_call(w.m, "ContQuery", &w.bob, "default", "c1",
+					   (ProtobufCMessage **)&ci),
+				 RPC_OK);
+		assert_string_equal(ci->props->object_class, "S1");
+		assert_int_equal(ci->props->chunk_size, 1u << 20);
+		assert_string_equal(ci->props->checksum, "crc32c");
+		protobuf_c_message_free_unpacked(&ci->base, NULL);
+	}
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", NULL), RPC_ALREADY_EXISTS);
+	assert_int_equal(cont_create(w.m, &w.bob, "nopool", "p", NULL), RPC_NOT_FOUND);
+	assert_int_equal(cont_call(w.m, "ContQuery", &w.bob, "default", "nope", NULL),
+			 RPC_NOT_FOUND);
+
+	/* Pools: sizes, targets, existence. */
+	pc.label = "big";
+	pc.size = 2 * CAPACITY + 1;
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_RESOURCE_EXHAUSTED);
+	targets[0] = 1;
+	pc.targets = targets;
+	pc.n_targets = 1;
+	pc.size = CAPACITY + 1;
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_RESOURCE_EXHAUSTED);
+	targets[0] = 7;
+	pc.size = 0;
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_INVALID_ARGUMENT);
+	targets[0] = 1;
+	targets[1] = 1;
+	pc.n_targets = 2;
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_INVALID_ARGUMENT);
+	pc.n_targets = 1;
+	pc.size = CAPACITY;
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_OK);
+	expect(w.m, "PoolCreate", &pc, &w.root, RPC_ALREADY_EXISTS);
+	{
+		Lode__Mgmt__V1__PoolRef ref = LODE__MGMT__V1__POOL_REF__INIT;
+		Lode__Mgmt__V1__PoolInfo *pi;
+
+		ref.label = "big";
+		assert_int_equal(call(w.m, "PoolQuery", &ref, &w.root, (ProtobufCMessage **)&pi),
+				 RPC_OK);
+		assert_int_equal(pi->size, CAPACITY);
+		assert_int_equal(pi->n_targets, 1);
+		assert_int_equal(pi->targets[0], 1);
+		protobuf_c_message_free_unpacked(&pi->base, NULL);
+		ref.label = "nope";
+		expect(w.m, "PoolQuery", &ref, &w.root, RPC_NOT_FOUND);
+	}
+	/* A pool with containers goes only by force, and takes them along. */
+	pd.label = "default";
+	expect(w.m, "PoolDestroy", &pd, &w.bob, RPC_PERMISSION_DENIED);
+	expect(w.m, "PoolDestroy", &pd, &w.root, RPC_FAILED_PRECONDITION);
+	pd.label = "nope";
+	expect(w.m, "PoolDestroy", &pd, &w.root, RPC_NOT_FOUND);
+
+	/* ACL entries. */
+	acl_set(w.m, &w.bob, "default/c1", "someone", AUTH_R_READ, RPC_INVALID_ARGUMENT);
+	acl_set(w.m, &w.bob, "default/c1", "user:", AUTH_R_READ, RPC_INVALID_ARGUMENT);
+	acl_set(w.m, &w.bob, "default/c1", "user:nobody", AUTH_R_READ, RPC_NOT_FOUND);
+	acl_set(w.m, &w.bob, "default/c1", "group:nogroup", AUTH_R_READ, RPC_NOT_FOUND);
+	acl_set(w.m, &w.bob, "default/c1", "tenant:beta", 8, RPC_INVALID_ARGUMENT);
+	acl_set(w.m, &w.bob, "default/none", "tenant:beta", 1, RPC_NOT_FOUND);
+	acl_set(w.m, &w.bob, "default/c1/x", "tenant:beta", 1, RPC_INVALID_ARGUMENT);
+	acl_set(w.m, &w.bob, "", "tenant:beta", 1, RPC_INVALID_ARGUMENT);
+
+	/* Users and secrets. */
+	user_create(w.m, &w.root, "acme", "bob", "x", false, false, RPC_ALREADY_EXISTS);
+	user_create(w.m, &w.root, "acme", "empty", "", false, false, RPC_INVALID_ARGUMENT);
+	user_create(w.m, &w.root, "nope", "x", "x", false, false, RPC_NOT_FOUND);
+	memset(big_secret, 's', sizeof(big_secret) - 1);
+	big_secret[sizeof(big_secret) - 1] = '\0';
+	user_create(w.m, &w.root, "acme", "big", big_secret, false, false, RPC_INVALID_ARGUMENT);
+	assert_int_equal(sess_connect(w.m, "admin", big_secret, "", "", &s), RPC_INVALID_ARGUMENT);
+	assert_int_equal(sess_connect(w.m, "a b", "x", "", "", &s), RPC_INVALID_ARGUMENT);
+	tenant_create(w.m, &w.root, "acme", RPC_ALREADY_EXISTS);
+	assert_int_equal(name_call(w.m, "TenantDestroy", &w.root, "system", NULL),
+			 RPC_FAILED_PRECONDITION);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.root, "acme/nobody", NULL), RPC_NOT_FOUND);
+	world_end(&w);
+}
+
+static void test_destroy(void **state)
+{
+	Lode__Mgmt__V1__PoolDestroyRequest pd = LODE__MGMT__V1__POOL_DESTROY_REQUEST__INIT;
+	Lode__Mgmt__V1__ContInfo *ci;
+	Lode__Mgmt__V1__AclList *al;
+	struct world w;
+	struct sess bob_cc;
+
+	world_make(&w, "destroy");
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &bob_cc, NULL), 0);
+	/* Tenant destruction waits for its containers, then takes its users' tokens along. */
+	assert_int_equal(name_call(w.m, "TenantDestroy", &w.root, "acme", NULL),
+			 RPC_FAILED_PRECONDITION);
+	assert_int_equal(
+		cont_call(w.m, "ContDestroy", &w.bob, "default", "c1", (ProtobufCMessage **)&ci),
+		RPC_OK);
+	assert_string_equal(ci->label, "c1");
+	protobuf_c_message_free_unpacked(&ci->base, NULL);
+	assert_int_equal(cont_call(w.m, "ContQuery", &w.bob, "default", "c1", NULL), RPC_NOT_FOUND);
+	assert_null(ms_acl_find(w.m->st.s, "default/c1", "tenant:acme"));
+	assert_int_equal(name_call(w.m, "TenantDestroy", &w.root, "acme", NULL), RPC_OK);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_UNAUTHENTICATED);
+	assert_int_equal(auth_cap_verify(mgmt_keyring(w.m), mgmt_revoked(w.m), bob_cc.cap,
+					 bob_cc.len, mgmt_now_ms(w.m), NULL),
+			 -LODE_ECAPREVOKED);
+	assert_int_equal(name_call(w.m, "AclGet", &w.root, "default", (ProtobufCMessage **)&al),
+			 RPC_OK);
+	assert_int_equal(al->n_entries, 1); /* tenant:beta's */
+	assert_string_equal(al->entries[0]->principal, "tenant:beta");
+	protobuf_c_message_free_unpacked(&al->base, NULL);
+	/* A tenant of the same name later is a new tenant: the old tokens stay dead. */
+	tenant_create(w.m, &w.root, "acme", RPC_OK);
+	user_create(w.m, &w.root, "acme", "bob", "bob-secret", false, false, RPC_OK);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_UNAUTHENTICATED);
+
+	/* Pool by force, containers and all. */
+	assert_int_equal(cont_create(w.m, &w.eve, "default", "e1", NULL), RPC_OK);
+	pd.label = "default";
+	pd.force = true;
+	expect(w.m, "PoolDestroy", &pd, &w.root, RPC_OK);
+	assert_int_equal(w.m->st.s->n_containers, 0);
+	assert_int_equal(w.m->st.s->n_pools, 0);
+	assert_int_equal(w.m->st.s->n_acl, 0);
+	world_end(&w);
+}
+
+static void test_encryption(void **state)
+{
+	Lode__Mgmt__V1__ContProps pr = LODE__MGMT__V1__CONT_PROPS__INIT;
+	Lode__Mgmt__V1__OpenContainerReply *oc;
+	Lode__Mgmt__V1__ContInfo *ci;
+	uint8_t key[AUTH_AEAD_KEY];
+	struct world w;
+
+	world_make(&w, "crypt");
+	pr.encryption = true;
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "secret", &pr), RPC_OK);
+	assert_int_equal(
+		cont_call(w.m, "ContQuery", &w.bob, "default", "secret", (ProtobufCMessage **)&ci),
+		RPC_OK);
+	assert_true(ci->props->encryption);
+	assert_int_equal(ci->wrapped_key.len, 0); /* only OpenContainer hands it out */
+	protobuf_c_message_free_unpacked(&ci->base, NULL);
+	assert_int_equal(cont_call(w.m, "OpenContainer", &w.bob, "default", "secret",
+				   (ProtobufCMessage **)&oc),
+			 RPC_OK);
+	assert_int_equal(oc->info->wrapped_key.len, AUTH_WRAPPED_SIZE);
+	/* Under acme's tenant key, and not under beta's. */
+	assert_int_equal(auth_key_unwrap(ms_tenant_find(w.m->st.s, "acme")->key.data,
+					 oc->info->wrapped_key.data, oc->info->wrapped_key.len,
+					 key),
+			 0);
+	assert_int_equal(auth_key_unwrap(ms_tenant_find(w.m->st.s, "beta")->key.data,
+					 oc->info->wrapped_key.data, oc->info->wrapped_key.len,
+					 key),
+			 -LODE_ECSUM);
+	protobuf_c_message_free_unpacked(&oc->base, NULL);
+	/* Unencrypted containers have none. */
+	assert_int_equal(
+		cont_call(w.m, "OpenContainer", &w.bob, "default", "c1", (ProtobufCMessage **)&oc),
+		RPC_OK);
+	assert_int_equal(oc->info->wrapped_key.len, 0);
+	protobuf_c_message_free_unpacked(&oc->base, NULL);
+	world_end(&w);
+}
+
+static void file_put(const char *path, const void *buf, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_persistence(void **state)
+{
+	char secret[80], path[700], cred[600];
+	struct mgmt_config cfg = {.ntargets = NTARGETS, .admin_cred = cred};
+	struct mgmt *m2 = NULL;
+	struct world w;
+	struct stat sb;
+	uint8_t *saved;
+	size_t saved_len;
+	struct sess cc, renewed;
+	int rc;
+
+	world_make(&w, "persist");
+	snprintf(secret, sizeof(secret), "%s", w.m->admin_secret);
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	assert_int_equal(empty_call(w.m, "RotateKey", &w.root, NULL), RPC_OK);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.root, "beta/eve", NULL), RPC_OK);
+	snprintf(path, sizeof(path), "%s/state.pb", test_dir);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(stat(test_dir, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	saved_len = w.m->st.saved_len;
+	saved = malloc(saved_len);
+	memcpy(saved, w.m->st.saved, saved_len);
+
+	/* A second service on the same directory is refused while the first runs. */
+	snprintf(cred, sizeof(cred), "%s/admin.cred", test_dir);
+	cfg.state_dir = test_dir;
+	assert_int_equal(mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg)), -EBUSY);
+	mgmt_close(w.m);
+
+	/* Everything is back: same bytes, same secrets, same keys, same revocations. */
+	w.m = svc_open(test_dir);
+	assert_false(w.m->first_start);
+	assert_int_equal(w.m->st.saved_len, saved_len);
+	assert_memory_equal(w.m->st.saved, saved, saved_len);
+	assert_int_equal(signing_key(w.m, &w.bob), 2);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL),
+			 RPC_OK); /* key 1 still verifies */
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.eve, NULL), RPC_UNAUTHENTICATED);
+	assert_int_equal(auth_cap_verify(mgmt_keyring(w.m), mgmt_revoked(w.m), cc.cap, cc.len,
+					 mgmt_now_ms(w.m), NULL),
+			 0);
+	renewed = connect_ok(w.m, "admin", secret);
+	assert_int_equal(cap_of(&renewed).key_id, 2);
+	assert_true(cont_listed(w.m, &w.bob, "c1"));
+	assert_int_equal(sess_connect(w.m, "beta/eve", "eve-secret", "", "", &renewed),
+			 RPC_UNAUTHENTICATED);
+	mgmt_close(w.m);
+
+	/* A damaged file refuses to start, and is left as it was. */
+	file_put(path, "\xff\xff\xff\xff garbage", 13);
+	rc = mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg));
+	assert_int_equal(rc, -LODE_ECORRUPT);
+	assert_non_null(strstr(msg, "state.pb"));
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 13);
+	file_put(path, "", 0); /* unpacks, as version 0: still not a state */
+	assert_int_equal(mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg)), -LODE_ECORRUPT);
+	/* A truncated one too. */
+	file_put(path, saved, saved_len / 2);
+	assert_int_equal(mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg)), -LODE_ECORRUPT);
+	file_put(path, saved, saved_len);
+	w.m = svc_open(test_dir);
+	assert_int_equal(signing_key(w.m, &w.bob), 2);
+	free(saved);
+	world_end(&w);
+}
+
+static void test_failed_write_rolls_back(void **state)
+{
+	char path[700];
+	struct world w;
+	struct sess cc;
+	uint32_t n_users;
+
+	world_make(&w, "rollback");
+	snprintf(path, sizeof(path), "%s/state.pb", test_dir);
+	n_users = (uint32_t)w.m->st.s->n_users;
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	/* A directory where state.pb goes: the rename fails, whoever runs the test. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkdir(path, 0700), 0);
+
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "c2", NULL), RPC_INTERNAL);
+	assert_int_equal(cont_call(w.m, "ContQuery", &w.bob, "default", "c2", NULL), RPC_NOT_FOUND);
+	user_create(w.m, &w.root, "acme", "zed", "zed-secret", false, false, RPC_INTERNAL);
+	assert_int_equal(w.m->st.s->n_users, n_users);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.root, "acme/bob", NULL), RPC_INTERNAL);
+	/* Not revoked anywhere: not in the model, not on the targets. */
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.bob, NULL), RPC_OK);
+	assert_int_equal(auth_cap_verify(mgmt_keyring(w.m), mgmt_revoked(w.m), cc.cap, cc.len,
+					 mgmt_now_ms(w.m), NULL),
+			 0);
+	assert_int_equal(empty_call(w.m, "RotateKey", &w.root, NULL), RPC_INTERNAL);
+	assert_int_equal(signing_key(w.m, &w.bob), 1);
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	assert_int_equal(cap_of(&cc).key_id, 1);
+	assert_int_equal(cont_call(w.m, "ContDestroy", &w.bob, "default", "c1", NULL),
+			 RPC_INTERNAL);
+	assert_true(cont_listed(w.m, &w.bob, "c1"));
+	assert_int_equal(name_call(w.m, "TenantDestroy", &w.root, "beta", NULL), RPC_INTERNAL);
+	assert_int_equal(empty_call(w.m, "PoolListAll", &w.eve, NULL), RPC_OK);
+	acl_set(w.m, &w.bob, "default/c1", "tenant:beta", AUTH_R_READ, RPC_INTERNAL);
+	assert_int_equal(cont_open(w.m, &w.eve, "c1", NULL, NULL), RPC_PERMISSION_DENIED);
+
+	/* The disk back: changes go through again, and restart finds them. */
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "c2", NULL), RPC_OK);
+	mgmt_close(w.m);
+	w.m = svc_open(test_dir);
+	assert_true(cont_listed(w.m, &w.bob, "c2"));
+	assert_int_equal(w.m->st.s->n_users, n_users);
+	world_end(&w);
+}
+
+static void test_system_query(void **state)
+{
+	Lode__Mgmt__V1__SystemStatus *ss;
+	struct world w;
+
+	world_make(&w, "system");
+	assert_int_equal(empty_call(w.m, "SystemQuery", &w.eve, (ProtobufCMessage **)&ss), RPC_OK);
+	assert_int_equal(ss->capacity, NTARGETS * CAPACITY);
+	assert_int_equal(ss->used, NTARGETS * 100);
+	assert_int_equal(ss->pools, 1);
+	assert_int_equal(ss->containers, 1);
+	assert_int_equal(ss->signing_key_id, 1);
+	assert_non_null(ss->map);
+	assert_int_equal(ss->map->n_engines, 1);
+	assert_string_equal(ss->map->engines[0]->address, "127.0.0.1:1");
+	assert_int_equal(ss->map->engines[0]->n_targets, NTARGETS);
+	assert_int_equal(ss->map->engines[0]->targets[1]->id, 1);
+	protobuf_c_message_free_unpacked(&ss->base, NULL);
+	assert_non_null(mgmt_method_find("RotateKey"));
+	assert_null(mgmt_method_find("Nope"));
+	assert_int_equal(mgmt_nmethods, 27);
+	world_end(&w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_first_start),
+		cmocka_unit_test(test_capability_checks),
+		cmocka_unit_test(test_authorization_matrix),
+		cmocka_unit_test(test_revoke_restore),
+		cmocka_unit_test(test_rotation_renewal),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_destroy),
+		cmocka_unit_test(test_encryption),
+		cmocka_unit_test(test_persistence),
+		cmocka_unit_test(test_failed_write_rolls_back),
+		cmocka_unit_test(test_system_query),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
