@@ -89,6 +89,11 @@ setup_cli() {
 		printf '%s\n' "$secret" | me login --user "$me_user" --secret-stdin >/dev/null
 		echo "Logged the CLI in as $me_user ($cred)."
 	fi
+	# the tenant key that wraps encrypted containers' data keys: made here,
+	# kept here (lode cont create --encrypt); loded never sees it
+	if [ ! -e "${XDG_CONFIG_HOME:-$HOME/.config}/lode/tenant.key" ]; then
+		"$bin/lode" keygen >/dev/null && echo "Created the tenant key (lode keygen)."
+	fi
 	if ! me cont list | grep -qx default; then
 		if ! me cont create default; then
 			echo "make up: the container default could not be created as" \

@@ -96,6 +96,14 @@ struct lode_conn_opts {
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out);
 
 /*
+ * Why the last lode_connect on this thread failed, in the words of whoever
+ * refused it (the management service, lode-agent), e.g. "user t/bob is
+ * revoked"; "" when it succeeded or nobody said more than its error code.
+ * The string is the thread's own, valid until its next lode_connect.
+ */
+const char *lode_last_error(void);
+
+/*
  * Close a connection. Requests still in flight complete with -ECANCELED
  * first (their events are reported by lode_eq_poll on their queues, which
  * must outlive the connection's requests). Containers opened on it must be
@@ -219,6 +227,32 @@ int lode_cont_list(lode_conn_t *conn, char (*labels)[LODE_LABEL_MAX + 1], unsign
  * it with the caller's rights, which every request on it carries (a request
  * the rights do not cover fails with -LODE_ECAPRIGHTS). Blocks. Errors:
  * -LODE_ENOCONT, -EACCES (no right on it).
+ *
+ * Encrypted containers (created with the `encryption` property, `lode cont
+ * create --encrypt`) are sealed in this library with AES-256-GCM under a
+ * data key that only holders of the owner's tenant key can unwrap; the
+ * tenant key is read from the file $LODE_TENANT_KEY names, else the
+ * credentials file's "tenant_key: FILE" line, else
+ * ~/.config/lode/tenant.key (`lode keygen`; 64 hex digits, mode 0600).
+ * Opening one also fails with -ENOKEY (no tenant key), -EKEYREJECTED (a
+ * key that does not unwrap it), -EACCES (a key file others may read),
+ * -EINVAL (a key file that holds no key). What changes for callers of an
+ * encrypted container:
+ *   - data that was changed on a storage node reads as -LODE_ECSUM, with
+ *     the buffer zeroed (so does a byte-array block whose write was cut
+ *     short by a crash between its data and its tag: see decision 0007);
+ *   - lode_obj_fetch with a value longer than cap gives -EOVERFLOW and the
+ *     length but leaves buf zeroed (only a whole value can be checked);
+ *   - values are at most LODE_IO_MAX - 28 bytes; akeys of byte arrays at
+ *     most LODE_KEY_MAX - 4 bytes (each has a sibling akey holding its
+ *     blocks' tags, which lode_akey_list shows);
+ *   - writes to a byte array that cover a 4 KiB block in part read it
+ *     first; concurrent writers to one 4 KiB block may lose each other's
+ *     bytes or leave it reading -LODE_ECSUM;
+ *   - range punches and the reads of read-modify-writes run synchronously
+ *     even with an event (the event then completes at once).
+ * Sizes, offsets, keys and the results of every call are otherwise as in
+ * any container.
  */
 int lode_cont_open(lode_conn_t *conn, const char *label, lode_cont_t **cont_out);
 

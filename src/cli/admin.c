@@ -48,6 +48,7 @@
 #include "auth/auth.h"
 #include "client/client.h"
 #include "client/cont_props.h"
+#include "client/keys.h"
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 
 #define M(name) "/lode.mgmt.v1.Mgmt/" name
@@ -905,7 +906,8 @@ static int cmd_login(struct admin *a)
 	if ((rc = conn_mgmt_connect(a->addr, &o, &a->c)) < 0) {
 		a->c = NULL;
 		explicit_bzero(secret, sizeof(secret));
-		return fail(rc, "login as %s", user);
+		return fail(rc, "login as %s%s%s%s", user, lode_last_error()[0] ? " (" : "",
+			    lode_last_error(), lode_last_error()[0] ? ")" : "");
 	}
 	if ((rc = session_ask(a, user, secret, &rep, "login"))) {
 		explicit_bzero(secret, sizeof(secret));
@@ -1621,6 +1623,29 @@ static int cmd_key_rotate(struct admin *a)
 	return 0;
 }
 
+/*
+ * `keygen`: the tenant key that wraps encrypted containers' data keys. It
+ * stays on this side (keys.c): the service only ever sees keys wrapped by it.
+ */
+static int cmd_keygen(struct admin *a)
+{
+	char path[4096];
+	int rc;
+
+	tenant_key_default_path(path, sizeof(path));
+	rc = tenant_key_create(path, opt(a, "force") != NULL);
+	if (rc == -EEXIST) {
+		fprintf(stderr, "lode: %s exists; --force replaces it (containers encrypted "
+				"under the old key then no longer open)\n",
+			path);
+		return 1;
+	}
+	if (rc < 0)
+		return fail(rc, "write %s", path);
+	printf("%s\n", path);
+	return 0;
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 
 static const struct verb verbs[] = {
@@ -1633,6 +1658,7 @@ static const struct verb verbs[] = {
 	{"pool destroy", "force", V_MGMT, cmd_pool_destroy},
 	{"cont create", "class= chunk-size= checksum= encrypt", 0, cmd_cont_create},
 	{"cont query", "json", V_MGMT, cmd_cont_query},
+	{"keygen", "force", 0, cmd_keygen},
 	{"tenant create", "", V_MGMT, cmd_tenant_create},
 	{"tenant list", "json", V_MGMT, cmd_tenant_list},
 	{"tenant destroy", "", V_MGMT, cmd_tenant_destroy},
@@ -1668,7 +1694,9 @@ int admin_main(const struct admin_cmd *cmd, const char *addr, const struct lode_
 		return rc;
 	if (a.verb->flags & V_MGMT) {
 		if ((rc = conn_mgmt_connect(a.addr, &a.opts, &a.c)) < 0)
-			return fail(rc, "connect to %s", addr_name(&a));
+			return fail(rc, "connect to %s%s%s%s", addr_name(&a),
+				    lode_last_error()[0] ? " (" : "", lode_last_error(),
+				    lode_last_error()[0] ? ")" : "");
 	}
 	rc = a.verb->run(&a);
 	if (a.c)

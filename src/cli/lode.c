@@ -1036,7 +1036,14 @@ static const struct cmd cmds[] = {
 	 "  --class CLASS      default object class (default: S1)\n"
 	 "  --chunk-size SIZE  byte-array chunk size, like 64K (default: 1M)\n"
 	 "  --checksum KIND    crc32c (default) or none\n"
-	 "  --encrypt          encrypt data in the client (AES-256-GCM)",
+	 "  --encrypt          encrypt data in the client (AES-256-GCM) with a data\n"
+	 "                     key wrapped by your tenant key (lode keygen)",
+	 NULL},
+	{"keygen", "[--force]", 0, 0, CMD_ADMIN, "make the tenant key for encrypted containers",
+	 "Writes 32 random bytes as 64 hex digits to $XDG_CONFIG_HOME/lode/tenant.key\n"
+	 "(~/.config/lode/tenant.key), mode 0600. Encrypted containers' data keys are\n"
+	 "wrapped by it; it never leaves this machine. Without --force an existing key\n"
+	 "is kept: containers made under it open only with it.",
 	 NULL},
 	{"cont query", "LABEL", 1, 1, CMD_ADMIN | CMD_JSON,
 	 "a container's owner, uuid and properties", NULL, NULL},
@@ -1307,8 +1314,11 @@ static int cli_open(struct cli *cli, const struct cmd *c)
 	if (!(c->flags & (CMD_CONN | CMD_CONT)))
 		return 0;
 	if ((rc = lode_connect(cli->addr, &cli->opts, &cli->conn)) < 0) {
+		const char *why = lode_last_error();
+
 		cli->conn = NULL;
-		return fail(rc, "connect to %s", where ? where : "the local loded");
+		return fail(rc, "connect to %s%s%s%s", where ? where : "the local loded",
+			    why[0] ? " (" : "", why, why[0] ? ")" : "");
 	}
 	if ((c->flags & CMD_CONT) && (rc = lode_cont_open(cli->conn, cli->argv[0], &cli->cont)) < 0) {
 		cli->cont = NULL;

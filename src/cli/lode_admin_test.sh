@@ -277,7 +277,7 @@ check_err acl-no-user "no user t1/nobody"
 
 # ---- lode login ----
 check login-wrong 1 feed wrong me login --user t1/alice --secret-stdin
-check_err login-wrong "login as t1/alice: "
+check_err login-wrong "login as t1/alice (wrong user name or secret): "
 [ -e "$cred" ] && failed "a failed login wrote $cred"
 [ -n "$(ls -A "$XDG_CONFIG_HOME/lode" 2>/dev/null)" ] &&
 	failed "a failed login left files: $(ls -A "$XDG_CONFIG_HOME/lode")"
@@ -348,6 +348,14 @@ check cont-create 0 me cont create c1
 check kv-put 0 me kv put c1 o k v1
 check kv-get 0 me kv get c1 o k
 [ "$(cat "$dir/out")" = v1 ] || failed "kv get as alice: '$(cat "$dir/out")'"
+# --encrypt needs the tenant key, which stays on this side (lode keygen)
+check cont-create-nokey 1 me cont create c2 --encrypt
+check cont-create-nokey-gone 1 me cont query c2
+check keygen 0 me keygen
+has keygen "^$XDG_CONFIG_HOME/lode/tenant\.key$"
+[ "$(stat -c %a "$XDG_CONFIG_HOME/lode/tenant.key")" = 600 ] || failed "keygen: not mode 0600"
+check keygen-again 1 me keygen
+check keygen-force 0 me keygen --force
 check cont-create-props 0 me cont create c2 --class S1 --chunk-size 64K --checksum none --encrypt
 check cont-query 0 me cont query c2
 has cont-query "^container +c2$"
@@ -367,6 +375,8 @@ has cont-query-json '"chunk_size":65536,"checksum":"none","encryption":true'
 has cont-query-json '"tenant":"t1"'
 has cont-query-json '"wrapped_key":""'
 check cont-props-used 0 me kv put c2 o k v2
+check cont-props-read 0 me kv get c2 o k
+[ "$(cat "$dir/out")" = v2 ] || failed "kv get on the encrypted c2: '$(cat "$dir/out")'"
 check cont-create-props-dup 1 me cont create c2 --checksum none
 check_err cont-create-props-dup "container c2: container default/c2 exists"
 check cont-query-missing 1 me cont query nosuch

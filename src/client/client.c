@@ -1222,6 +1222,25 @@ static int conn_sessions(lode_conn_t *c)
 	return 0;
 }
 
+static _Thread_local char last_error[320];
+
+const char *lode_last_error(void)
+{
+	return last_error;
+}
+
+/* Keep a failed connection's last word for lode_last_error, then close it. */
+static void conn_abandon(lode_conn_t *c)
+{
+	const char *m = c->mgmt_err, *colon = strstr(m, ": ");
+
+	/* "Connect: user t/bob is revoked": the method is noise to a person. */
+	if (colon && !memchr(m, ' ', (size_t)(colon - m)))
+		m = colon + 2;
+	snprintf(last_error, sizeof(last_error), "%s", m);
+	lode_disconnect(c);
+}
+
 /* A connection with nothing open yet, named for addr (NULL: the default). */
 static lode_conn_t *conn_alloc(const char *addr, const struct lode_conn_opts *opts)
 {
@@ -1253,6 +1272,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	void *msg = NULL;
 	int rc;
 
+	last_error[0] = 0;
 	if (!conn_out)
 		return -EFAULT;
 	if (!(c = conn_alloc(addr, opts)))
@@ -1322,7 +1342,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	return 0;
 fail:
 	free(msg);
-	lode_disconnect(c);
+	conn_abandon(c);
 	return rc;
 }
 
@@ -1335,6 +1355,7 @@ int conn_mgmt_connect(const char *addr, const struct lode_conn_opts *opts, lode_
 	void *msg = NULL;
 	int rc;
 
+	last_error[0] = 0;
 	if (!conn_out)
 		return -EFAULT;
 	if (!(c = conn_alloc(addr, opts)))
@@ -1345,7 +1366,7 @@ int conn_mgmt_connect(const char *addr, const struct lode_conn_opts *opts, lode_
 		rc = conn_login(c, &server, &w, opts);
 	free(msg);
 	if (rc < 0) {
-		lode_disconnect(c);
+		conn_abandon(c);
 		return rc;
 	}
 	*conn_out = c;

@@ -121,6 +121,25 @@ struct lode_conn {
 struct lode_cont {
 	lode_conn_t *c;
 	struct lode_uuid uuid;
+	/* Inline encryption (crypt.c): the container's data key, unwrapped
+	 * with the tenant key at open and zeroed at close, and cipher
+	 * contexts keyed with it, kept for reuse. */
+	bool encrypted;
+	uint8_t key[AUTH_AEAD_KEY];
+	pthread_mutex_t crypt_lock;
+	void *crypt_ctx[2][4]; /* [decrypt, encrypt][i]: EVP_CIPHER_CTX */
+	unsigned crypt_nctx[2];
+	/* Ciphertext (and block record) buffers from lode_buf_alloc, kept
+	 * for reuse until close: registered once, so a request needs no
+	 * registration of its own, and over shm the target then copies the
+	 * bytes out itself (from memory that is not registered, this side's
+	 * progress copies them, on the core that seals). */
+	struct crypt_buf {
+		void *p;      /* NULL: a free slot */
+		size_t cap;
+		bool busy;
+	} bufs[8];
+	unsigned nbufs;
 };
 
 /* ---- the control-plane side (session.c) ---- */
@@ -131,6 +150,7 @@ struct conn_cred {
 	char mgmt[256];
 	char tls_ca[4096];
 	char pool[128];
+	char tenant_key[4096]; /* the file holding the tenant key (keys.c), or "" */
 };
 
 struct conn_cap {
@@ -144,6 +164,10 @@ struct conn_cont_info {
 	uint32_t rights;
 	uint32_t chunk_size;
 	bool encryption;
+	/* encryption: the data key as its creator wrapped it with the tenant
+	 * key (auth_key_wrap); the service never holds the key itself. */
+	uint8_t wrapped_key[AUTH_WRAPPED_SIZE];
+	size_t wrapped_len;
 };
 
 /* Read a credentials file ("key: value" lines). Errors: -errno, -EINVAL. */
@@ -191,6 +215,56 @@ void conn_cont_release(lode_conn_t *c, const struct lode_uuid *cont);
 /* ContDestroy / ContListAll in the connection's pool (ContCreate: cont_props.h). */
 int conn_cont_unregister(lode_conn_t *c, const char *label);
 int conn_cont_names(lode_conn_t *c, char (*labels)[LODE_LABEL_MAX + 1], unsigned max);
+
+/* ---- inline encryption (keys.c, crypt.c) ---- */
+
+/*
+ * The tenant key: from the file $LODE_TENANT_KEY names, else the file a
+ * "tenant_key:" line of the credentials file names, else
+ * $XDG_CONFIG_HOME/lode/tenant.key (~/.config/lode/tenant.key). The file
+ * holds 64 hex digits and a newline and is readable by its owner alone.
+ * Errors: -ENOKEY (no key anywhere), -EINVAL (not a key), -EACCES (the
+ * file is readable by others, or unreadable), -errno.
+ */
+int conn_tenant_key(lode_conn_t *c, uint8_t key[AUTH_AEAD_KEY]);
+
+/* Make a container's data key and wrap it with the tenant key. Errors: as
+ * conn_tenant_key's, -EIO. */
+int conn_data_key_new(lode_conn_t *c, uint8_t wrapped[AUTH_WRAPPED_SIZE]);
+
+/* Key ct with the wrapped data key (-ENOKEY, -EKEYREJECTED: the tenant key
+ * does not unwrap it), and forget it again (contexts freed, key zeroed). */
+int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len);
+void crypt_cont_fini(lode_cont_t *ct);
+
+/*
+ * A buffer of at least n bytes (*cap gets its size): registered when one of
+ * ct's is free (or can be made), else malloc'd. Back with crypt_buf_put,
+ * which never takes the connection's lock (completions call it). NULL:
+ * -ENOMEM. Not from a completion (it may register memory).
+ */
+void *crypt_buf_get(lode_cont_t *ct, size_t n, size_t *cap);
+void crypt_buf_put(lode_cont_t *ct, void *buf, size_t cap);
+
+/*
+ * A cipher context keyed with ct's key, for sealing (enc 1) or opening (0),
+ * borrowed for many crypt_seal/crypt_open calls (one I/O's blocks) and
+ * given back. NULL: -ENOMEM.
+ */
+void *crypt_ctx_get(lode_cont_t *ct, int enc);
+void crypt_ctx_put(lode_cont_t *ct, int enc, void *cx);
+
+/*
+ * AES-256-GCM with ct's data key: in -> out (may be in), n bytes, aad
+ * bound, through cx (from crypt_ctx_get with the same direction) or, with
+ * cx NULL, a context borrowed for this call. crypt_open: -LODE_ECSUM on a
+ * tag mismatch, out zeroed. Other errors: -ENOMEM, -EIO.
+ */
+int crypt_seal(lode_cont_t *ct, void *cx, const uint8_t iv[AUTH_AEAD_IV], const void *aad,
+	       size_t aad_len, const void *in, size_t n, void *out, uint8_t tag[AUTH_AEAD_TAG]);
+int crypt_open(lode_cont_t *ct, void *cx, const uint8_t iv[AUTH_AEAD_IV], const void *aad,
+	       size_t aad_len, const void *in, size_t n, void *out,
+	       const uint8_t tag[AUTH_AEAD_TAG]);
 
 /* A new request for target tgt (parent requests: op 0). NULL: -ENOMEM. */
 struct creq *creq_new(lode_conn_t *c, uint16_t op, unsigned tgt);

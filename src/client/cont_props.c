@@ -8,6 +8,9 @@
  * container is missing on some targets; `lode cont destroy` then removes
  * the name (targets that lack the container are skipped) so it can be made
  * again.
+ *
+ * An encrypted container's data key is made here, wrapped with the
+ * caller's tenant key, and handed to the service in that form only.
  */
 #include "client/cont_props.h"
 
@@ -23,11 +26,21 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	Lode__Mgmt__V1__ContCreateRequest req = LODE__MGMT__V1__CONT_CREATE_REQUEST__INIT;
 	Lode__Mgmt__V1__ContProps p = LODE__MGMT__V1__CONT_PROPS__INIT;
 	Lode__Mgmt__V1__ContInfo *rep = NULL;
+	uint8_t wrapped[AUTH_WRAPPED_SIZE];
 	struct net_args a = {0};
 	int rc;
 
 	if (!c || !label || !props)
 		return -EFAULT;
+	/* Encryption: a data key made here and sent only wrapped by the
+	 * tenant key, which the service never sees (keys.c). No tenant key:
+	 * -ENOKEY, and nothing is created. */
+	if (props->encryption) {
+		if ((rc = conn_data_key_new(c, wrapped)) < 0)
+			return rc;
+		req.wrapped_key.data = wrapped;
+		req.wrapped_key.len = sizeof(wrapped);
+	}
 	p.object_class = (char *)(props->object_class ? props->object_class : "");
 	p.chunk_size = props->chunk_size;
 	p.checksum = (char *)(props->checksum ? props->checksum : "");

@@ -26,7 +26,8 @@ struct conn_cont_props {
  * grants its owner; *uuid_out (may be NULL) gets its uuid. The service's
  * message for a refused ContCreate is then in conn_mgmt_error(c). Blocks.
  * Errors: -EEXIST, -EINVAL (a bad label or property), -EACCES (no WRITE on
- * the pool), -ENOENT (no such pool), -LODE_EAUTH, and the targets' errors.
+ * the pool), -ENOENT (no such pool), -LODE_EAUTH, and the targets' errors;
+ * with encryption, conn_tenant_key's (-ENOKEY: no tenant key).
  */
 int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_cont_props *props,
 			   struct lode_uuid *uuid_out);

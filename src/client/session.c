@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/agent_client.h"
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 #include "mgmt/rpc.h"
 
@@ -98,6 +99,8 @@ int cred_file_load(const char *path, struct conn_cred *cr)
 			snprintf(cr->tls_ca, sizeof(cr->tls_ca), "%s", v);
 		else if (strcmp(k, "pool") == 0)
 			snprintf(cr->pool, sizeof(cr->pool), "%s", v);
+		else if (strcmp(k, "tenant_key") == 0)
+			snprintf(cr->tenant_key, sizeof(cr->tenant_key), "%s", v);
 		/* Unknown keys are for newer versions: ignored. */
 	}
 	fclose(f);
@@ -119,8 +122,9 @@ static void cred_default_path(char *out, size_t cap)
  * The credentials to present: the options' user and secret, else
  * $LODE_USER and $LODE_SECRET, else the file $LODE_CREDENTIALS names, else
  * the default file. $LODE_MGMT, $LODE_TLS_CA and $LODE_POOL override the
- * file's other lines. Errors: -LODE_EAUTH (none found), -EINVAL (a file
- * that does not parse).
+ * file's other lines. Errors: -LODE_EAUTH (none found: conn_login then asks
+ * the node's lode-agent, if its socket exists), -EINVAL (a file that does
+ * not parse).
  */
 static int cred_find(const struct lode_conn_opts *o, struct conn_cred *cr)
 {
@@ -251,36 +255,64 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	Lode__Mgmt__V1__ConnectReply *rep = NULL;
 	struct conn_cred cr;
 	struct rpc_tls tls = {0};
-	char addr[300];
+	char addr[300], agent[PATH_MAX];
+	const char *env;
 	int64_t now;
 	int rc;
 
-	if ((rc = cred_find(o, &cr)) < 0)
-		return rc;
-	if ((rc = mgmt_addr(server, w, &cr, addr, sizeof(addr))) < 0)
-		return rc;
-	tls.ca = cr.tls_ca[0] ? cr.tls_ca : NULL;
-	if ((rc = rpc_channel_open(addr, w->mgmt_tls ? &tls : NULL, &c->mgmt)) < 0)
-		return rc;
-	snprintf(c->pool, sizeof(c->pool), "%s", cr.pool);
-	req.user = cr.user;
-	req.secret.data = (uint8_t *)cr.secret;
-	req.secret.len = strlen(cr.secret);
-	req.pool = cr.pool;
-	rc = mgmt_call(c, M("Connect"), &req.base, &lode__mgmt__v1__connect_reply__descriptor, NULL,
-		       (ProtobufCMessage **)&rep, -ENOENT);
-	explicit_bzero(cr.secret, sizeof(cr.secret));
+	rc = cred_find(o, &cr);
+	/*
+	 * No credentials of our own: the node's lode-agent, if one runs, vouches
+	 * for this process by its uid (src/agent). Its answer is the service's
+	 * own Connect reply, used below as ours would be; renewals then go to
+	 * the service directly, since renewing needs only the token.
+	 */
+	if (rc == -LODE_EAUTH && agent_socket_find(agent, sizeof(agent)) == 0) {
+		memset(&cr, 0, sizeof(cr));
+		if ((env = getenv("LODE_MGMT")) && *env)
+			snprintf(cr.mgmt, sizeof(cr.mgmt), "%s", env);
+		if ((env = getenv("LODE_TLS_CA")) && *env)
+			snprintf(cr.tls_ca, sizeof(cr.tls_ca), "%s", env);
+		env = getenv("LODE_POOL");
+		snprintf(cr.pool, sizeof(cr.pool), "%s",
+			 o && o->pool && *o->pool ? o->pool : env && *env ? env : "default");
+		rc = agent_connect(agent, cr.pool, c->timeout_ms, &rep, c->mgmt_err,
+				   sizeof(c->mgmt_err));
+		/* An agent that is gone leaves us where we were: no credentials
+		 * (its words stay in mgmt_err). */
+		if (rc == -ECONNREFUSED || rc == -ECONNRESET)
+			rc = -LODE_EAUTH;
+	}
 	if (rc < 0)
 		return rc;
+	if ((rc = mgmt_addr(server, w, &cr, addr, sizeof(addr))) < 0)
+		goto out;
+	tls.ca = cr.tls_ca[0] ? cr.tls_ca : NULL;
+	if ((rc = rpc_channel_open(addr, w->mgmt_tls ? &tls : NULL, &c->mgmt)) < 0)
+		goto out;
+	snprintf(c->pool, sizeof(c->pool), "%s", cr.pool);
+	if (!rep) {
+		req.user = cr.user;
+		req.secret.data = (uint8_t *)cr.secret;
+		req.secret.len = strlen(cr.secret);
+		req.pool = cr.pool;
+		rc = mgmt_call(c, M("Connect"), &req.base, &lode__mgmt__v1__connect_reply__descriptor,
+			       NULL, (ProtobufCMessage **)&rep, -ENOENT);
+		if (rc < 0)
+			goto out;
+	}
 	now = now_ms();
 	rc = token_take(&rep->capability, c->tok);
 	if (rc == 0 && rep->pool_uuid.len == sizeof(c->pool_uuid.b))
 		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
 	c->tok_expires_ms = rep->expires_unix_ms;
 	atomic_store(&c->renew_at_ms, renew_point(rep->expires_unix_ms, now));
-	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	if (rc == 0 && pthread_create(&c->renewer, NULL, renewer_main, c) == 0)
 		c->renewer_running = true;
+out:
+	explicit_bzero(cr.secret, sizeof(cr.secret));
+	if (rep)
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return rc;
 }
 
@@ -505,6 +537,15 @@ int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 			if (rep->info->props) {
 				info->chunk_size = rep->info->props->chunk_size;
 				info->encryption = rep->info->props->encryption;
+			}
+			/* Opaque here: crypt_cont_init checks its length. */
+			if (rep->info->wrapped_key.len <= sizeof(info->wrapped_key)) {
+				if (rep->info->wrapped_key.len)
+					memcpy(info->wrapped_key, rep->info->wrapped_key.data,
+					       rep->info->wrapped_key.len);
+				info->wrapped_len = rep->info->wrapped_key.len;
+			} else {
+				info->wrapped_len = SIZE_MAX; /* never a wrapped key */
 			}
 		}
 		pthread_mutex_lock(&c->lock);

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/daemon.h"
 #include "fuse/lfuse.h"
 
 #if __has_include("lode/version.h")
@@ -453,82 +454,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 /* ---- detaching ------------------------------------------------------------ */
 
-/*
- * Fork; the parent waits for the child's verdict on the pipe and exits with
- * it. The child returns the pipe's writing end, for daemon_ready().
- */
-static int daemon_fork(void)
-{
-	int p[2];
-	pid_t pid;
-	unsigned char code;
-	ssize_t n;
 
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		fail("pipe: %s", strerror(errno));
-		exit(1);
-	}
-	fflush(NULL);
-	if ((pid = fork()) < 0) {
-		fail("fork: %s", strerror(errno));
-		exit(1);
-	}
-	if (pid == 0) {
-		close(p[0]);
-		setsid();
-		return p[1];
-	}
-	close(p[1]);
-	do
-		n = read(p[0], &code, 1);
-	while (n < 0 && errno == EINTR);
-	if (n == 1)
-		_exit(code);
-	/* no verdict: it died; say how */
-	{
-		int status = 0;
 
-		waitpid(pid, &status, 0);
-		if (WIFSIGNALED(status))
-			fail("the daemon died (signal %d) before mounting", WTERMSIG(status));
-		else
-			fail("the daemon exited before mounting");
-	}
-	_exit(1);
-}
-
-/* Tell the waiting parent (if any) how the mount went. */
-static void daemon_ready(int *fd, int code)
-{
-	unsigned char c = (unsigned char)code;
-
-	if (*fd < 0)
-		return;
-	if (write(*fd, &c, 1) != 1) {
-		/* the parent is gone; nobody is waiting */
-	}
-	close(*fd);
-	*fd = -1;
-}
-
-/* Leave the terminal: stdin and stdout to /dev/null, stderr to the log. */
-static void daemon_detach(int logfd)
-{
-	int null = open("/dev/null", O_RDWR);
-
-	if (chdir("/") != 0) {
-		/* only to release the caller's directory; harmless if it fails */
-	}
-	if (null >= 0) {
-		dup2(null, STDIN_FILENO);
-		dup2(null, STDOUT_FILENO);
-		dup2(logfd >= 0 ? logfd : null, STDERR_FILENO);
-		if (null > STDERR_FILENO)
-			close(null);
-	}
-	if (logfd > STDERR_FILENO)
-		close(logfd);
-}
 
 /* ---- mounting ------------------------------------------------------------- */
 
@@ -653,33 +580,6 @@ out:
 	return se;
 }
 
-/* Write the pid; *path becomes absolute, so that it can be removed after chdir("/"). */
-static int pidfile_write(const char **path, char *abs, size_t cap)
-{
-	FILE *f;
-
-	if ((*path)[0] != '/') {
-		char cwd[PATH_MAX];
-
-		if (!getcwd(cwd, sizeof(cwd)) ||
-		    (size_t)snprintf(abs, cap, "%s/%s", cwd, *path) >= cap) {
-			fail("pidfile %s: %s", *path, strerror(ENAMETOOLONG));
-			return 1;
-		}
-		*path = abs;
-	}
-	if (!(f = fopen(*path, "w"))) {
-		fail("pidfile %s: %s", *path, strerror(errno));
-		return 1;
-	}
-	fprintf(f, "%ld\n", (long)getpid());
-	if (fclose(f) != 0) {
-		fail("pidfile %s: %s", *path, strerror(errno));
-		unlink(*path);
-		return 1;
-	}
-	return 0;
-}
 
 /*
  * The device number ("major:minor") of the mount at path, from
@@ -780,7 +680,7 @@ int main(int argc, char **argv)
 	};
 	struct lodefs_opts fo = {0};
 	struct lfuse lf = {0};
-	char abs[PATH_MAX], addr[512], pidfile[PATH_MAX + 64];
+	char abs[PATH_MAX], addr[512], pidfile[PATH_MAX + 64], msg[PATH_MAX + 128];
 	const char *where;
 	int ready = -1, logfd = -1, code, rc;
 
@@ -788,8 +688,11 @@ int main(int argc, char **argv)
 	fuse_set_log_func(log_func);
 	if ((code = parse_args(argc, argv, &o)) != 0)
 		goto out_args;
-	if (!o.foreground)
-		ready = daemon_fork();
+	if (!o.foreground && (ready = daemon_fork("lode-fuse", "mounting")) < 0) {
+		fail("fork: %s", strerror(-ready));
+		code = 1;
+		goto out_args;
+	}
 
 	code = 1;
 	if (o.logfile && (logfd = open(o.logfile, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
@@ -836,8 +739,10 @@ int main(int argc, char **argv)
 		fail("mount at %s: %s", abs, flog.first[0] ? flog.first : "refused");
 		goto out_signals;
 	}
-	if (o.pidfile && pidfile_write(&o.pidfile, pidfile, sizeof(pidfile)) != 0)
+	if (o.pidfile && daemon_pidfile(&o.pidfile, pidfile, sizeof(pidfile), msg, sizeof(msg)) < 0) {
+		fail("%s", msg);
 		goto out_unmount;
+	}
 	if ((rc = lfuse_inval_start(lf.se, &lf.inval)) < 0) {
 		fail("invalidation thread: %s", strerror(-rc));
 		goto out_pidfile;
@@ -845,7 +750,7 @@ int main(int argc, char **argv)
 
 	/* Mounted: the caller may go, and so may the terminal. */
 	if (!o.foreground) {
-		daemon_detach(logfd);
+		daemon_stdio(logfd, true);
 		logfd = -1;
 	}
 	daemon_ready(&ready, 0);

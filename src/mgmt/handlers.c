@@ -908,7 +908,7 @@ static int op_cont_create(struct mgmt *m, const struct caller *who, const void *
 	ms_pool *p = pool_get(s, req->pool);
 	char res[QNAME_MAX], owner[MS_NAME_MAX + 8];
 	const char *oclass = NULL, *csum = NULL;
-	uint8_t uuid[16], dkey[AUTH_AEAD_KEY], wrapped[AUTH_WRAPPED_SIZE];
+	uint8_t uuid[16];
 	uint32_t chunk = 0;
 	struct rb b = {0};
 	ms_cont *c;
@@ -928,6 +928,13 @@ static int op_cont_create(struct mgmt *m, const struct caller *who, const void *
 	st = props_check(req->props, &oclass, &chunk, &csum, msg, msg_cap);
 	if (st)
 		return st;
+	/* The data key is the client's: made there and wrapped by its tenant
+	 * key, which never comes here. The service keeps the wrapped form
+	 * opaque and hands it to whoever opens the container. */
+	if (req->props && req->props->encryption && req->wrapped_key.len != AUTH_WRAPPED_SIZE)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+			    "an encrypted container needs its wrapped data key (%d bytes, got %zu)",
+			    AUTH_WRAPPED_SIZE, req->wrapped_key.len);
 	if (ms_uuid_fresh(s, uuid))
 		return fail(msg, msg_cap, RPC_INTERNAL, "no randomness");
 	c = ms_cont_add(s, p->label, req->label, uuid, who->t->id, mgmt_now_ms(m));
@@ -937,17 +944,8 @@ static int op_cont_create(struct mgmt *m, const struct caller *who, const void *
 	c->chunk_size = chunk;
 	c->encryption = req->props && req->props->encryption;
 	rc = ms_str_set(&c->object_class, oclass) ?: ms_str_set(&c->checksum, csum);
-	if (!rc && c->encryption) {
-		/* A data key of its own, kept only wrapped under the owner's
-		 * tenant key: whoever holds the tenant key can unwrap it, the
-		 * service hands out only the wrapped form. */
-		rc = auth_random(dkey, sizeof(dkey))
-			     ? -EIO
-			     : auth_key_wrap(who->t->key.data, dkey, wrapped);
-		OPENSSL_cleanse(dkey, sizeof(dkey));
-		if (!rc)
-			rc = ms_bytes_set(&c->wrapped_key, wrapped, sizeof(wrapped));
-	}
+	if (!rc && c->encryption)
+		rc = ms_bytes_set(&c->wrapped_key, req->wrapped_key.data, req->wrapped_key.len);
 	ms_resource_name(p, c, res, sizeof(res));
 	snprintf(owner, sizeof(owner), "tenant:%s", who->t->name);
 	if (!rc)

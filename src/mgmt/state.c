@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "lode/errno.h"
 #include "mgmt/state.h"
 #include "net/proto.h"
@@ -144,6 +146,27 @@ static ms_state *ms_state_new(void)
 	return s;
 }
 
+/*
+ * Files written before the tenant keys moved to the clients hold a key per
+ * tenant in Tenant field 4, now reserved. protobuf-c keeps fields it does
+ * not know and packs them again, so they would stay in every later file:
+ * drop them here, and the next commit writes the state without them.
+ */
+static void ms_state_forget_tenant_keys(ms_state *s)
+{
+	for (size_t i = 0; i < s->n_tenants; i++) {
+		ProtobufCMessage *t = &s->tenants[i]->base;
+
+		for (unsigned j = 0; j < t->n_unknown_fields; j++) {
+			OPENSSL_cleanse(t->unknown_fields[j].data, t->unknown_fields[j].len);
+			free(t->unknown_fields[j].data);
+		}
+		free(t->unknown_fields);
+		t->unknown_fields = NULL;
+		t->n_unknown_fields = 0;
+	}
+}
+
 /* What unpacks but cannot be: a reason, or NULL. */
 static const char *ms_state_check(const ms_state *s)
 {
@@ -152,9 +175,8 @@ static const char *ms_state_check(const ms_state *s)
 	if (s->next_tenant_id == 0 || s->next_user_id == 0)
 		return "next ids are zero";
 	for (size_t i = 0; i < s->n_tenants; i++)
-		if (s->tenants[i]->key.len != AUTH_AEAD_KEY ||
-		    s->tenants[i]->id >= s->next_tenant_id)
-			return "a tenant's key or id";
+		if (s->tenants[i]->id >= s->next_tenant_id)
+			return "a tenant's id";
 	for (size_t i = 0; i < s->n_users; i++)
 		if (s->users[i]->id >= s->next_user_id)
 			return "a user id";
@@ -275,6 +297,7 @@ int mgmt_state_open(struct mgmt_state *st, const char *dir, char *msg, size_t ms
 			 st->path, len);
 		goto fail;
 	}
+	ms_state_forget_tenant_keys(st->s);
 	why = ms_state_check(st->s);
 	if (why) {
 		rc = -LODE_ECORRUPT;
@@ -309,9 +332,11 @@ void mgmt_state_rollback(struct mgmt_state *st)
 {
 	ms_state *old;
 
-	if (st->saved)
+	if (st->saved) {
 		old = lode__mgmt__state__v1__state__unpack(NULL, st->saved_len, st->saved);
-	else
+		if (old)
+			ms_state_forget_tenant_keys(old);
+	} else
 		old = ms_state_new();
 	if (!old) {
 		/* Out of memory: the model keeps the change the file lacks;
@@ -512,20 +537,16 @@ bool ms_group_has(const ms_group *g, uint32_t user)
 ms_tenant *ms_tenant_add(ms_state *s, const char *name, int64_t now_ms)
 {
 	ms_tenant *t = malloc(sizeof(*t));
-	uint8_t key[AUTH_AEAD_KEY];
 
 	if (!t)
 		return NULL;
 	lode__mgmt__state__v1__tenant__init(t);
 	t->id = s->next_tenant_id;
 	t->created_unix_ms = now_ms;
-	if (auth_random(key, sizeof(key)) || ms_str_set(&t->name, name) ||
-	    ms_bytes_set(&t->key, key, sizeof(key)) || MS_APPEND(s->tenants, s->n_tenants, t)) {
-		memset(key, 0, sizeof(key));
+	if (ms_str_set(&t->name, name) || MS_APPEND(s->tenants, s->n_tenants, t)) {
 		protobuf_c_message_free_unpacked(&t->base, NULL);
 		return NULL;
 	}
-	memset(key, 0, sizeof(key));
 	s->next_tenant_id++;
 	return t;
 }

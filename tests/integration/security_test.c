@@ -228,7 +228,7 @@ static void test_cross_tenant(void **state)
 {
 	char labels[8][LODE_LABEL_MAX + 1];
 	lode_conn_t *cb;
-	lode_cont_t *ctb = NULL, bare;
+	lode_cont_t *ctb = NULL, bare = {0}; /* zeros: no key, not encrypted */
 	int n;
 
 	assert_int_equal(connect_as("beta/bob", "bob-secret-1", &cb), 0);

@@ -276,9 +276,20 @@ def run(args, pb, pbg, tmp):
                metadata=md(bob), timeout=T)
     expect(grpc.StatusCode.ALREADY_EXISTS, "ContCreate c1 again", mg.ContCreate,
            pb.ContCreateRequest(pool="default", label="c1"), metadata=md(bob), timeout=T)
+    # The data key is the client's: the service only keeps it wrapped, as sent.
+    expect(grpc.StatusCode.INVALID_ARGUMENT, "encrypted ContCreate without a wrapped key",
+           mg.ContCreate, pb.ContCreateRequest(pool="default", label="enc",
+                                               props=pb.ContProps(encryption=True)),
+           metadata=md(bob), timeout=T)
+    expect(grpc.StatusCode.INVALID_ARGUMENT, "encrypted ContCreate with a 59-byte key",
+           mg.ContCreate, pb.ContCreateRequest(pool="default", label="enc",
+                                               props=pb.ContProps(encryption=True),
+                                               wrapped_key=b"w" * 59),
+           metadata=md(bob), timeout=T)
+    wrapped = os.urandom(12 + 32 + 16)
     expect(grpc.StatusCode.OK, "bob creates an encrypted container", mg.ContCreate,
            pb.ContCreateRequest(pool="default", label="enc",
-                                props=pb.ContProps(encryption=True)),
+                                props=pb.ContProps(encryption=True), wrapped_key=wrapped),
            metadata=md(bob), timeout=T)
     q = expect(grpc.StatusCode.OK, "ContQuery enc", mg.ContQuery,
                pb.ContRef(pool="default", label="enc"), metadata=md(bob), timeout=T)
@@ -286,8 +297,8 @@ def run(args, pb, pbg, tmp):
           "ContQuery shows encryption, no key")
     o = expect(grpc.StatusCode.OK, "OpenContainer enc", mg.OpenContainer,
                pb.ContRef(pool="default", label="enc"), metadata=md(bob), timeout=T)
-    check(o is not None and len(o.info.wrapped_key) == 12 + 32 + 16,
-          "OpenContainer hands out the wrapped data key (60 bytes)")
+    check(o is not None and o.info.wrapped_key == wrapped,
+          "OpenContainer hands out the wrapped data key bob sent")
 
     # ---- cross-tenant ------------------------------------------------------
     cl = expect(grpc.StatusCode.OK, "eve lists default", mg.ContListAll,

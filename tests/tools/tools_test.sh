@@ -38,6 +38,12 @@ dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-tools-test.XXXXXX")
 chmod 755 "$dir"
 HOME=$dir/home
 mkdir -p "$HOME"
+# Under make test's ASan build, two tests at once on two cores, one request
+# was seen to wait past liblode's 10 s default and fail lode-fuse's channel
+# for the rest of the run (every later call: ENOTCONN). This test is about
+# the tools, not about timeouts (fault_test and fuse_test are): give
+# requests a minute.
+export LODE_TIMEOUT_MS=${LODE_TIMEOUT_MS:-60000}
 mnt=$dir/mnt
 pid=
 mounted=
