@@ -53,30 +53,7 @@ unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_
 export HOME=$dir/adminhome XDG_CONFIG_HOME=$dir/adminhome/.config
 mkdir -p "$HOME"
 
-fails=0
-pass=0
-failed() {
-	echo "FAIL $*"
-	fails=$((fails + 1))
-}
-check() { # check NAME EXPECTED_RC COMMAND...: stdout in $dir/out, stderr in $dir/err
-	local name=$1 want=$2 got
-	shift 2
-	"$@" >"$dir/out" 2>"$dir/err"
-	got=$?
-	if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-		echo "FAIL $name: loded died; the end of its log:"
-		tail -20 "$dir/loded.log"
-		exit 1
-	fi
-	if [ "$got" -ne "$want" ]; then
-		failed "$name: exit $got, expected $want"
-		sed 's/^/    /' "$dir/err" "$dir/out"
-	else
-		echo "ok   $name (exit $got)"
-		pass=$((pass + 1))
-	fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../../tests/lib/check.sh"
 has() { # has NAME FILE PATTERN: a line of FILE matches the extended regex PATTERN
 	grep -Eq -- "$3" "$2" || {
 		failed "$1: no line matches '$3' in $2:"
@@ -94,11 +71,6 @@ lacks() { # lacks NAME FILE PATTERN
 . "$(dirname "${BASH_SOURCE[0]}")/../../tests/lib/loded.sh"
 loded_start --ram --transport tcp
 A() { "$lode" --addr "$addr" "$@"; }
-feed() { # feed TEXT COMMAND...
-	local text=$1
-	shift
-	printf '%s\n' "$text" | "$@"
-}
 check tenant-create 0 A tenant create ta
 check user-create 0 feed alice-secret A user create ta/alice --secret-stdin
 check node-create 0 feed node-secret A user create system/node1 --node --secret-stdin
@@ -299,5 +271,4 @@ has sigterm-log "$dir/fg.log" "lode-agent: stopped$"
 check status-no-agent 1 U status
 has status-no-agent "$dir/err" "authentication failed"
 
-echo "$pass passed, $fails failed"
-[ "$fails" = 0 ]
+checks_done

@@ -31,31 +31,7 @@ mkdir -p "$HOME"
 unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_FILE
 cred=$XDG_CONFIG_HOME/lode/credentials
 
-fails=0
-pass=0
-failed() { # failed WHAT: count and say which check failed
-	echo "FAIL $*"
-	fails=$((fails + 1))
-}
-check() { # check NAME EXPECTED_RC COMMAND...: stdout in $dir/out, stderr in $dir/err
-	local name=$1 want=$2 got
-	shift 2
-	"$@" >"$dir/out" 2>"$dir/err"
-	got=$?
-	if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-		echo "FAIL $name: loded died (exit $got from lode, expected $want); the end of its log:"
-		tail -20 "$dir/loded.log"
-		sed 's/^/    lode: /' "$dir/err"
-		exit 1
-	fi
-	if [ "$got" -ne "$want" ]; then
-		failed "$name: exit $got, expected $want"
-		sed 's/^/    /' "$dir/err" "$dir/out"
-	else
-		echo "ok   $name (exit $got)"
-		pass=$((pass + 1))
-	fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../../tests/lib/check.sh"
 # check_err NAME PATTERN: stderr is exactly one line, "lode: ...", matching PATTERN
 check_err() {
 	if [ "$(wc -l <"$dir/err")" -ne 1 ] || ! grep -q "^lode: .*$2" "$dir/err"; then
@@ -94,11 +70,6 @@ A() { "$lode" --addr "$addr" "$@"; }                          # the system admin
 me() { env -u LODE_CREDENTIALS "$lode" --addr "$addr" "$@"; } # whoever lode login saved
 B() { LODE_USER=t2/bob LODE_SECRET=bob-secret "$lode" --addr "$addr" "$@"; }
 BOSS() { LODE_USER=t1/boss LODE_SECRET=boss-secret "$lode" --addr "$addr" "$@"; }
-feed() { # feed TEXT COMMAND...: run COMMAND with TEXT and a newline on stdin
-	local text=$1
-	shift
-	printf '%s\n' "$text" | "$@"
-}
 no_tty() { "$@" </dev/null; }
 
 # ---- help and usage ----
@@ -525,5 +496,4 @@ check_err tenant-destroy-missing "no tenant t2"
 check system-status-end 0 A system status
 has system-status-end "^containers +2$"
 
-echo "$pass passed, $fails failed"
-[ "$fails" -eq 0 ]
+checks_done

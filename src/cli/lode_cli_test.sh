@@ -20,31 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fails=0
-pass=0
-failed() { # failed WHAT: count and say which check failed
-	echo "FAIL $*"
-	fails=$((fails + 1))
-}
-check() { # check NAME EXPECTED_RC COMMAND...: stdout in $dir/out, stderr in $dir/err
-	local name=$1 want=$2 got
-	shift 2
-	"$@" >"$dir/out" 2>"$dir/err"
-	got=$?
-	if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-		# every later check would fail for the same reason
-		echo "FAIL $name: loded died (exit $got from lode, expected $want); the end of its log:"
-		tail -20 "$dir/loded.log"
-		sed 's/^/    lode: /' "$dir/err"
-		exit 1
-	fi
-	if [ "$got" -ne "$want" ]; then
-		failed "$name: exit $got, expected $want"
-		sed 's/^/    /' "$dir/err"
-	else
-		pass=$((pass + 1))
-	fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../../tests/lib/check.sh"
 # check_err NAME PATTERN: stderr is exactly one line, "lode: ...", matching PATTERN
 check_err() {
 	if [ "$(wc -l <"$dir/err")" -ne 1 ] || ! grep -q "^lode: .*$2" "$dir/err"; then
@@ -217,5 +193,4 @@ check cont-destroy-full 0 L cont destroy c1
 check ls-destroyed 1 L obj ls c1
 check_err ls-destroyed "no such container"
 
-echo "$pass passed, $fails failed"
-[ "$fails" -eq 0 ]
+checks_done

@@ -742,7 +742,6 @@ int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
 	lode_conn_t *c = r->c;
 	int rc;
 
-	conn_caps_renew(c, false);
 	if (ev && (rc = eq_attach(ev, c)) < 0) {
 		creq_free(r);
 		return rc;

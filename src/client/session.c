@@ -9,11 +9,11 @@
  * the container carry that one. Targets check them all (src/server).
  *
  * Capabilities expire within minutes, so they are renewed once two thirds
- * of their life has passed: by a thread of the connection's own that looks
- * four times a second (an idle client must not find its tokens expired, as
- * an expired token cannot be renewed), and by the first request submitted
- * after that point if it comes first. Other threads go on with the old
- * token, which is still valid. A renewal that fails (a revoked user, a
+ * of their life has passed, by a thread of the connection's own that looks
+ * four times a second: an idle client must not find its tokens expired (an
+ * expired token cannot be renewed), and the request path stays free of the
+ * clock read a check there would cost. Requests go on with the old token
+ * meanwhile; it is still valid for a third of its life. A renewal that fails (a revoked user, a
  * service that is down) is retried a second later; the requests themselves
  * then report the target's verdict.
  *
