@@ -104,6 +104,32 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
 	return 0;
 }
 
+/*
+ * Defaults for UCX's tcp transport, set in the environment before any
+ * context is read: UCX 1.13 accepts these keys through ucp_config_modify but
+ * does not apply them to the transport (an abort below kept its rate with
+ * the key set that way). A value the user exported wins. Set from a
+ * constructor, while the process is still single-threaded.
+ *
+ * - Segments of 256 KiB instead of 8 KiB: 1 MiB reads went from 70% to 100%
+ *   of a plain loopback stream, 4 KiB IOPS did not move (decision 0004). It
+ *   costs 256 KiB of receive buffer per connection.
+ * - No PUT: tcp's rendezvous moves data by PUT and waits for the peer's
+ *   acknowledgement; when the peer dies mid-transfer, an acknowledgement
+ *   already in the socket can be parsed after the endpoint's failure cleared
+ *   its state, and UCX aborts (tcp_ep.c:939; 1 kill in 12 in fault_test).
+ *   Without PUT the rendezvous moves in active-message fragments: 0 aborts in
+ *   60 kills (decision 0004 has the cost).
+ */
+__attribute__((constructor)) static void tcp_env_defaults(void)
+{
+	if (!getenv("UCX_TCP_TX_SEG_SIZE") && !getenv("UCX_TCP_RX_SEG_SIZE")) {
+		setenv("UCX_TCP_TX_SEG_SIZE", "256k", 0);
+		setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
+	}
+	setenv("UCX_TCP_PUT_ENABLE", "n", 0);
+}
+
 static int context_create(uint32_t bits, bool loopback, const char *log_level,
 			  ucp_context_h *ctx_out)
 {
@@ -124,17 +150,6 @@ static int context_create(uint32_t bits, bool loopback, const char *log_level,
 	}
 	if (loopback && (bits & NET_TP_TCP) && !getenv("UCX_NET_DEVICES"))
 		ucp_config_modify(config, "NET_DEVICES", "lo");
-	/*
-	 * UCX's tcp moves large messages in segments of 8 KiB by default; with
-	 * 256 KiB, 1 MiB reads went from 70% to 100% of a plain loopback stream
-	 * and 4 KiB IOPS did not move (docs/decisions/0004). It costs 256 KiB of
-	 * receive buffer per connection.
-	 */
-	if ((bits == 0 || (bits & NET_TP_TCP)) && !getenv("UCX_TCP_TX_SEG_SIZE") &&
-	    !getenv("UCX_TCP_RX_SEG_SIZE")) {
-		ucp_config_modify(config, "TCP_TX_SEG_SIZE", "256k");
-		ucp_config_modify(config, "TCP_RX_SEG_SIZE", "256k");
-	}
 	/* Keep the client's and server's warnings off the terminal unless asked. */
 	if (!getenv("UCX_LOG_LEVEL"))
 		ucp_config_modify(config, "LOG_LEVEL", log_level);
