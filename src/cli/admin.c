@@ -1138,6 +1138,9 @@ static void cont_print(const Lode__Mgmt__V1__ContInfo *c)
 	       p->chunk_size ? fmt_size(cs, sizeof(cs), p->chunk_size) : "1.0 MiB (default)",
 	       *p->checksum ? p->checksum : "crc32c (default)",
 	       p->encryption ? "AES-256-GCM, in the client" : "off");
+	if (p->encryption)
+		printf("crypt block %s\n",
+		       fmt_size(cs, sizeof(cs), p->crypt_block ? p->crypt_block : 4096));
 }
 
 /*
@@ -1147,20 +1150,25 @@ static void cont_print(const Lode__Mgmt__V1__ContInfo *c)
  */
 static int cmd_cont_create(struct admin *a)
 {
-	const char *label = a->argv[0], *chunk = opt(a, "chunk-size");
+	const char *label = a->argv[0], *chunk = opt(a, "chunk-size"), *cb = opt(a, "crypt-block");
 	struct conn_cont_props p = {.object_class = opt(a, "class"),
 				    .checksum = opt(a, "checksum"),
 				    .encryption = opt(a, "encrypt") != NULL};
-	uint64_t cs = 0;
+	uint64_t cs = 0, cbs = 0;
 	int rc;
 
 	if (chunk && (size_parse(chunk, &cs) < 0 || cs == 0 || cs > UINT32_MAX))
 		return usage(a, "--chunk-size needs a size like 64K, not '%s'", chunk);
+	if (cb && !p.encryption)
+		return usage(a, "--crypt-block needs --encrypt");
+	if (cb && (size_parse(cb, &cbs) < 0 || cbs < 4096 || cbs > (1u << 20) || (cbs & (cbs - 1))))
+		return usage(a, "--crypt-block is a power of two from 4K to 1M, not '%s'", cb);
 	if (p.checksum && strcmp(p.checksum, "crc32c") && strcmp(p.checksum, "none"))
 		return usage(a, "--checksum is crc32c or none, not '%s'", p.checksum);
 	if (p.object_class && !*p.object_class)
 		return usage(a, "--class needs an object class like S1");
 	p.chunk_size = (uint32_t)cs;
+	p.crypt_block = (uint32_t)cbs;
 	if ((rc = lode_connect(a->addr, &a->opts, &a->c)) < 0) {
 		a->c = NULL;
 		return fail(rc, "connect to %s", addr_name(a));
@@ -1656,7 +1664,7 @@ static const struct verb verbs[] = {
 	{"pool list", "json", V_MGMT, cmd_pool_list},
 	{"pool query", "json", V_MGMT, cmd_pool_query},
 	{"pool destroy", "force", V_MGMT, cmd_pool_destroy},
-	{"cont create", "class= chunk-size= checksum= encrypt", 0, cmd_cont_create},
+	{"cont create", "class= chunk-size= checksum= encrypt crypt-block=", 0, cmd_cont_create},
 	{"cont query", "json", V_MGMT, cmd_cont_query},
 	{"keygen", "force", 0, cmd_keygen},
 	{"tenant create", "", V_MGMT, cmd_tenant_create},

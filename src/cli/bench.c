@@ -125,6 +125,7 @@ struct bench_opts {
 	bool json;
 	bool ceiling;
 	bool encrypt;          /* the container encrypts in the client (AES-256-GCM) */
+	uint32_t crypt_block;  /* encrypt: bytes per sealed block; 0: the service's default */
 };
 
 static const struct bench_opts opts_default = {
@@ -1053,6 +1054,7 @@ struct result {
 	unsigned server_targets;
 	struct lode_conn_info info;
 	bool cont_created;
+	uint32_t crypt_block; /* encrypt: the container's bytes per sealed block */
 	struct ceilings ceil;
 };
 
@@ -1148,8 +1150,10 @@ static void print_text(const struct result *r)
 		printf("  tcp round trips/s, %s, depth 1:  %10.0f         ratio %.3f (IOPS)\n",
 		       fmt_size(b1, sizeof(b1), o->bs), r->ceil.tcp_rt_s, res_ratio_tcp(r));
 	if (r->ceil.have_aes)
-		printf("  AES-256-GCM seal, 1 core, 1 MiB: %10.2f MiB/s   ratio %.3f (target >= 0.8)\n",
-		       r->ceil.aes_bps / MIB, safe_div(res_bps(r, &r->all), r->ceil.aes_bps));
+		printf("  AES-256-GCM seal, 1 core, 1 MiB: %10.2f MiB/s   ratio %.3f (target >= 0.8;"
+		       " %s crypt blocks)\n",
+		       r->ceil.aes_bps / MIB, safe_div(res_bps(r, &r->all), r->ceil.aes_bps),
+		       fmt_size(b1, sizeof(b1), r->crypt_block));
 }
 
 static void json_str(const char *s)
@@ -1187,11 +1191,11 @@ static void print_json(const struct result *r, bool interrupted)
 	       o->size / o->bs * o->bs, o->runtime, o->ramp);
 	json_str(o->cont);
 	printf(",\"cont_created\":%s,\"api\":\"%s\",\"registered\":%s,\"prefill\":%s,"
-	       "\"verify\":%s,\"ceiling\":%s,\"encrypt\":%s},",
+	       "\"verify\":%s,\"ceiling\":%s,\"encrypt\":%s,\"crypt_block\":%" PRIu32 "},",
 	       r->cont_created ? "true" : "false", api_name[o->api],
 	       o->registered ? "true" : "false", o->prefill ? "true" : "false",
 	       o->verify ? "true" : "false", o->ceiling ? "true" : "false",
-	       o->encrypt ? "true" : "false");
+	       o->encrypt ? "true" : "false", r->crypt_block);
 	printf("\"connection\":{\"transport\":");
 	json_str(r->info.transport);
 	printf(",\"bulk\":");
@@ -1406,6 +1410,9 @@ static void usage(FILE *f)
 "  --encrypt            use an encrypted container (AES-256-GCM in the client;\n"
 "                       default name bench-enc; needs a tenant key, lode keygen)\n"
 "                       and measure one core's AES-256-GCM on 1 MiB beside it\n"
+"  --crypt-block SIZE   with --encrypt: bytes sealed together, a power of two\n"
+"                       from 4k to 1m (default container name bench-enc-SIZE)\n"
+"                       [the service's default, 4k]\n"
 "  --json               print one JSON object instead of the text report\n"
 "  --help               this text\n"
 "\n"
@@ -1525,7 +1532,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	enum {
 		O_ADDR = 256, O_TRANSPORT, O_RW, O_MIX, O_BS, O_IODEPTH, O_NUMJOBS, O_SIZE,
 		O_RUNTIME, O_RAMP, O_CONT, O_API, O_REGISTERED, O_PREFILL, O_VERIFY, O_JSON,
-		O_CEILING, O_ENCRYPT, O_HELP,
+		O_CEILING, O_ENCRYPT, O_CRYPT_BLOCK, O_HELP,
 	};
 	static const struct option longopts[] = {
 		{"addr", required_argument, NULL, O_ADDR},
@@ -1546,6 +1553,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{"json", no_argument, NULL, O_JSON},
 		{"ceiling", required_argument, NULL, O_CEILING},
 		{"encrypt", no_argument, NULL, O_ENCRYPT},
+		{"crypt-block", required_argument, NULL, O_CRYPT_BLOCK},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -1639,6 +1647,13 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			if (strcmp(o->cont, opts_default.cont) == 0)
 				o->cont = "bench-enc"; /* never an unencrypted "bench" */
 			break;
+		case O_CRYPT_BLOCK:
+			rc = parse_u64("--crypt-block", optarg, true, &v);
+			if (rc == 0 && (v < 4096 || v > (1u << 20) || (v & (v - 1))))
+				rc = arg_error("--crypt-block: '%s' is not a power of two from 4k to 1m",
+					       optarg);
+			o->crypt_block = (uint32_t)v;
+			break;
 		case 'h':
 		case O_HELP:
 			usage(stdout);
@@ -1660,6 +1675,14 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				 o->bs);
 	if (o->ramp > 0 && o->runtime <= 0)
 		return arg_error("--ramp needs a --runtime above 0");
+	if (o->crypt_block && !o->encrypt)
+		return arg_error("--crypt-block needs --encrypt");
+	if (o->crypt_block && strcmp(o->cont, "bench-enc") == 0) {
+		static char name[32];
+
+		snprintf(name, sizeof(name), "bench-enc-%" PRIu32 "k", o->crypt_block >> 10);
+		o->cont = name;
+	}
 	if (o->api == API_FS && o->iodepth != 1)
 		return arg_error("--api fs: liblodefs calls block, so --iodepth must be 1; "
 				 "use --numjobs for concurrency");
@@ -1718,7 +1741,7 @@ int lode_bench_main(int argc, char **argv)
 		goto out;
 	}
 	if (g.o.encrypt) {
-		struct conn_cont_props p = {.encryption = true};
+		struct conn_cont_props p = {.encryption = true, .crypt_block = g.o.crypt_block};
 
 		rc = conn_cont_create_props(ctl, g.o.cont, &p, NULL);
 	} else {
@@ -1727,13 +1750,30 @@ int lode_bench_main(int argc, char **argv)
 	if (rc == -EEXIST && g.o.encrypt) {
 		lode_cont_t *ct = NULL;
 
-		/* An existing container must be an encrypted one. */
+		/* An existing container must be an encrypted one, with the
+		 * block size asked for. */
 		rc = lode_cont_open(ctl, g.o.cont, &ct);
-		if (rc == 0 && !ct->encrypted)
+		if (rc == 0 && !ct->encrypted) {
+			fprintf(stderr, "%s: container \"%s\" exists and is not encrypted\n",
+				g_prog, g.o.cont);
 			rc = -EINVAL;
+		} else if (rc == 0 && g.o.crypt_block && ct->crypt_block != g.o.crypt_block) {
+			fprintf(stderr, "%s: container \"%s\" exists with %" PRIu32
+				"-byte crypt blocks, not %" PRIu32 "\n",
+				g_prog, g.o.cont, ct->crypt_block, g.o.crypt_block);
+			rc = -EINVAL;
+		}
+		if (rc == 0)
+			r->crypt_block = ct->crypt_block;
 		lode_cont_close(ct);
 		if (rc == 0)
 			rc = -EEXIST;
+	} else if (rc == 0 && g.o.encrypt) {
+		lode_cont_t *ct = NULL;
+
+		if (lode_cont_open(ctl, g.o.cont, &ct) == 0)
+			r->crypt_block = ct->crypt_block;
+		lode_cont_close(ct);
 	}
 	if (rc < 0 && rc != -EEXIST) {
 		fprintf(stderr, "%s: cannot create container \"%s\": %s\n", g_prog, g.o.cont,

@@ -1037,7 +1037,10 @@ static const struct cmd cmds[] = {
 	 "  --chunk-size SIZE  byte-array chunk size, like 64K (default: 1M)\n"
 	 "  --checksum KIND    crc32c (default) or none\n"
 	 "  --encrypt          encrypt data in the client (AES-256-GCM) with a data\n"
-	 "                     key wrapped by your tenant key (lode keygen)",
+	 "                     key wrapped by your tenant key (lode keygen)\n"
+	 "  --crypt-block SIZE with --encrypt: bytes sealed together, a power of two\n"
+	 "                     from 4K (default) to 1M. Larger blocks encrypt large I/O\n"
+	 "                     faster; each small read or write moves a whole block",
 	 NULL},
 	{"keygen", "[--force]", 0, 0, CMD_ADMIN, "make the tenant key for encrypted containers",
 	 "Writes 32 random bytes as 64 hex digits to $XDG_CONFIG_HOME/lode/tenant.key\n"

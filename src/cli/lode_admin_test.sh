@@ -336,6 +336,7 @@ has cont-query "^class +S1$"
 has cont-query "^chunk size +64\.0 KiB$"
 has cont-query "^checksum +none$"
 has cont-query "^encryption +AES-256-GCM"
+has cont-query "^crypt block +4\.0 KiB$"
 has cont-query "^uuid +[0-9a-f]{8}-"
 check cont-query-default 0 me cont query c1
 has cont-query-default "^chunk size +1\.0 MiB$"
@@ -359,6 +360,10 @@ check cont-bad-class 1 me cont create c3 --class Q9
 check_err cont-bad-class "container c3: object class"
 check cont-bad-chunk-2 1 me cont create c3 --chunk-size 1000
 check_err cont-bad-chunk-2 "chunk size 1000"
+check cont-crypt-block-plain 2 me cont create c3 --crypt-block 64K
+check_usage cont-crypt-block-plain "--crypt-block needs --encrypt"
+check cont-crypt-block-bad 2 me cont create c3 --encrypt --crypt-block 6K
+check_usage cont-crypt-block-bad "--crypt-block is a power of two from 4K to 1M"
 check cont-list 0 me cont list
 printf 'c1\nc2\n' | cmp -s - "$dir/out" || failed "cont list as alice: $(cat "$dir/out")"
 check alice-pool-create 1 me pool create p9
@@ -394,6 +399,13 @@ check alice-unchanged 0 me kv get c1 o k
 [ "$(cat "$dir/out")" = v1 ] || failed "after bob's attempts, kv get: '$(cat "$dir/out")'"
 check cont-still-there 0 me cont list
 printf 'c1\nc2\n' | cmp -s - "$dir/out" || failed "cont list after bob: $(cat "$dir/out")"
+check cont-crypt-block 0 me cont create c4 --encrypt --crypt-block 64K
+check cont-crypt-block-query 0 me cont query c4
+has cont-crypt-block-query "^crypt block +64\.0 KiB$"
+check cont-crypt-block-put 0 me kv put c4 o k v4
+check cont-crypt-block-get 0 me kv get c4 o k
+[ "$(cat "$dir/out")" = v4 ] || failed "kv get on c4: '$(cat "$dir/out")'"
+check cont-crypt-block-destroy 0 me cont destroy c4
 # alice's tenant owns c1 (admin on it), so she may share it, read-only
 check acl-share 0 me acl set default/c1 user:t2/bob r
 has acl-share "^default/c1 +user:t2/bob +r$"

@@ -125,6 +125,7 @@ struct lode_cont {
 	 * with the tenant key at open and zeroed at close, and cipher
 	 * contexts keyed with it, kept for reuse. */
 	bool encrypted;
+	uint32_t crypt_block; /* bytes sealed together: a power of two, 4 KiB .. 1 MiB */
 	uint8_t key[AUTH_AEAD_KEY];
 	pthread_mutex_t crypt_lock;
 	void *crypt_ctx[2][4]; /* [decrypt, encrypt][i]: EVP_CIPHER_CTX */
@@ -164,6 +165,7 @@ struct conn_cont_info {
 	uint32_t rights;
 	uint32_t chunk_size;
 	bool encryption;
+	uint32_t crypt_block; /* encryption: bytes per sealed block (0 from an older service: 4 KiB) */
 	/* encryption: the data key as its creator wrapped it with the tenant
 	 * key (auth_key_wrap); the service never holds the key itself. */
 	uint8_t wrapped_key[AUTH_WRAPPED_SIZE];
@@ -232,9 +234,13 @@ int conn_tenant_key(lode_conn_t *c, uint8_t key[AUTH_AEAD_KEY]);
  * conn_tenant_key's, -EIO. */
 int conn_data_key_new(lode_conn_t *c, uint8_t wrapped[AUTH_WRAPPED_SIZE]);
 
-/* Key ct with the wrapped data key (-ENOKEY, -EKEYREJECTED: the tenant key
- * does not unwrap it), and forget it again (contexts freed, key zeroed). */
-int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len);
+/* Key ct with the wrapped data key and its blocks of block bytes (0: 4 KiB;
+ * -EPROTO: not a power of two from CRYPT_BLOCK_MIN to CRYPT_BLOCK_MAX;
+ * -ENOKEY, -EKEYREJECTED: the tenant key does not unwrap it), and forget it
+ * again (contexts freed, key zeroed). */
+#define CRYPT_BLOCK_MIN 4096u
+#define CRYPT_BLOCK_MAX (1u << 20)
+int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len, uint32_t block);
 void crypt_cont_fini(lode_cont_t *ct);
 
 /*

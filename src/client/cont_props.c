@@ -45,6 +45,7 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	p.chunk_size = props->chunk_size;
 	p.checksum = (char *)(props->checksum ? props->checksum : "");
 	p.encryption = props->encryption;
+	p.crypt_block = props->crypt_block;
 	req.pool = (char *)conn_pool(c);
 	req.label = (char *)label;
 	req.props = &p;

@@ -18,6 +18,7 @@ struct conn_cont_props {
 	uint32_t chunk_size;      /* bytes; 0: the default (1 MiB) */
 	const char *checksum;     /* "crc32c" or "none"; NULL or "": crc32c */
 	bool encryption;          /* client-side AES-256-GCM */
+	uint32_t crypt_block;     /* encryption: bytes per sealed block; 0: 4 KiB */
 };
 
 /*

@@ -25,13 +25,17 @@
 #define CRYPT_FEED (1 << 30) /* EVP's lengths are ints */
 #define CRYPT_BUF_ROUND ((size_t)64 << 10) /* registered buffers' sizes: fewer distinct ones */
 
-int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len)
+int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len, uint32_t block)
 {
 	uint8_t tkey[AUTH_AEAD_KEY];
 	int rc;
 
 	if (len != AUTH_WRAPPED_SIZE)
 		return -EPROTO; /* the service has no key that fits */
+	if (block == 0)
+		block = CRYPT_BLOCK_MIN; /* containers made before the property existed */
+	if (block < CRYPT_BLOCK_MIN || block > CRYPT_BLOCK_MAX || (block & (block - 1)))
+		return -EPROTO; /* the service checks this at create */
 	if ((rc = conn_tenant_key(ct->c, tkey)) < 0)
 		return rc;
 	rc = auth_key_unwrap(tkey, wrapped, len, ct->key);
@@ -41,6 +45,7 @@ int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len)
 	if (rc < 0)
 		return rc;
 	pthread_mutex_init(&ct->crypt_lock, NULL);
+	ct->crypt_block = block;
 	ct->encrypted = true;
 	return 0;
 }

@@ -271,14 +271,15 @@ static int ext_read_raw(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch
 /* ---- inline encryption ---------------------------------------------------------- */
 
 /*
- * 4 KiB blocks: the page size and the smallest I/O liblodefs and the
- * benchmarks issue, so a 4 KiB random read opens one block and moves no
- * extra byte; the per-block costs (an iv, a tag, a record of 32 bytes:
- * 0.8% more stored) stay small beside sealing 4 KiB. Larger blocks would
- * make small writes read-modify-write more, smaller ones cost more per
- * byte.
+ * Blocks of ct->crypt_block bytes, a container property (4 KiB by default,
+ * up to 1 MiB). 4 KiB is the page size and the smallest I/O liblodefs and
+ * the benchmarks issue, so a 4 KiB random read opens one block and moves no
+ * extra byte. But OpenSSL's fixed cost per seal or open (~0.2 us, as much
+ * as sealing 1 KiB) is paid per block: 1 MiB I/O reaches 0.7-0.8 of the
+ * cipher's speed with 4 KiB blocks and more with 64 KiB ones, which then
+ * read and rewrite whole 64 KiB blocks for small I/O (docs/decisions/0007).
+ * Every block has a record of 32 bytes (iv, tag, length) in a second akey.
  */
-#define CRYPT_BLOCK 4096u
 #define CRYPT_REC 32u /* iv (12), tag (16), the block's length (4, little-endian) */
 #define SV_SEAL (AUTH_AEAD_IV + AUTH_AEAD_TAG)
 static const uint8_t REC_PREFIX[4] = {0, 'g', 'c', 'm'};
@@ -354,7 +355,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 }
 
 /*
- * Open block b of the extent k (stored in data[0..CRYPT_BLOCK), its record
+ * Open block b of the extent k (stored in data[0..ct->crypt_block), its record
  * in rec) in place: the block's plaintext, zeros past its length. A record
  * of zeros is a block never written: zeros. -LODE_ECSUM: the block or its
  * record was changed, moved, or half written (a crash between the two).
@@ -367,17 +368,17 @@ static int block_open(lode_cont_t *ct, void *cx, struct aad *x, size_t base, uin
 
 	*len_out = 0;
 	if (all_zero(rec, CRYPT_REC)) {
-		memset(data, 0, CRYPT_BLOCK);
+		memset(data, 0, ct->crypt_block);
 		return 0;
 	}
 	n = (uint32_t)get_le(rec + AUTH_AEAD_IV + AUTH_AEAD_TAG, 4);
-	if (n == 0 || n > CRYPT_BLOCK) {
-		memset(data, 0, CRYPT_BLOCK);
+	if (n == 0 || n > ct->crypt_block) {
+		memset(data, 0, ct->crypt_block);
 		return -LODE_ECSUM;
 	}
 	rc = crypt_open(ct, cx, rec, x->b, aad_block(x, base, b), data, n, data,
 			rec + AUTH_AEAD_IV);
-	memset(data + n, 0, CRYPT_BLOCK - n);
+	memset(data + n, 0, ct->crypt_block - n);
 	*len_out = rc == 0 ? n : 0;
 	return rc;
 }
@@ -404,7 +405,7 @@ static void enoent_zero(struct creq *r)
 }
 
 /*
- * Block b of extent k, opened, into plain (CRYPT_BLOCK bytes); *len_out its
+ * Block b of extent k, opened, into plain (ct->crypt_block bytes); *len_out its
  * length (0: never written). Blocks.
  */
 static int block_load(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
@@ -424,10 +425,10 @@ static int block_load(lode_cont_t *ct, struct lode_oid oid, const struct lode_ke
 			rc = -ENOMEM;
 			break;
 		}
-		r->a.off = i ? b * CRYPT_REC : b * CRYPT_BLOCK;
+		r->a.off = i ? b * CRYPT_REC : b * ct->crypt_block;
 		r->on_done = enoent_zero;
 		r->ctx = i ? (void *)rec : (void *)plain;
-		rc = submit_or_free(r, value_in(r, r->ctx, i ? CRYPT_REC : CRYPT_BLOCK), NULL, p);
+		rc = submit_or_free(r, value_in(r, r->ctx, i ? CRYPT_REC : ct->crypt_block), NULL, p);
 	}
 	if (rc < 0)
 		p->rc = rc;
@@ -473,13 +474,14 @@ static void xio_free(struct xio *x);
 
 static int xio_finish(struct xio *x)
 {
+	lode_cont_t *ct = x->ct;
 	int rc = x->rc;
 
 	if (!x->write && rc == 0) {
 		if (x->data_missing && x->recs_missing && !x->holes)
 			rc = -ENOENT;
 		if (x->data_missing)
-			memset(x->data, 0, (size_t)x->nb * CRYPT_BLOCK);
+			memset(x->data, 0, (size_t)x->nb * ct->crypt_block);
 		if (x->recs_missing)
 			memset(x->recs, 0, (size_t)x->nb * CRYPT_REC);
 		void *cx = crypt_ctx_get(x->ct, 0);
@@ -490,7 +492,7 @@ static int xio_finish(struct xio *x)
 			uint32_t n;
 
 			rc = block_open(x->ct, cx, &x->aad, x->aad.len, x->b0 + i,
-					x->data + (size_t)i * CRYPT_BLOCK, x->recs + (size_t)i * CRYPT_REC,
+					x->data + (size_t)i * ct->crypt_block, x->recs + (size_t)i * CRYPT_REC,
 					&n);
 		}
 		if (cx)
@@ -596,8 +598,8 @@ static struct xio *xio_new(lode_cont_t *ct, const struct lode_key *k, uint64_t o
 	if (!x)
 		return NULL;
 	x->ct = ct;
-	x->b0 = off / CRYPT_BLOCK;
-	x->nb = (uint32_t)((off + len - 1) / CRYPT_BLOCK - x->b0 + 1);
+	x->b0 = off / ct->crypt_block;
+	x->nb = (uint32_t)((off + len - 1) / ct->crypt_block - x->b0 + 1);
 	aad_make(&x->aad, 'b', ct, oid, k);
 	return x;
 }
@@ -611,7 +613,7 @@ static void xio_free(struct xio *x)
 /* x's bounce buffer: the records, after the ciphertext when with_data. */
 static int xio_bounce(struct xio *x, bool with_data)
 {
-	size_t dn = with_data ? (size_t)x->nb * CRYPT_BLOCK : 0;
+	size_t dn = with_data ? (size_t)x->nb * x->ct->crypt_block : 0;
 
 	if (!(x->bounce = crypt_buf_get(x->ct, dn + (size_t)x->nb * CRYPT_REC, &x->bounce_cap)))
 		return -ENOMEM;
@@ -643,18 +645,18 @@ static int ext_write_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode
 	if (!x)
 		return -ENOMEM;
 	x->write = true;
-	if ((uint64_t)x->nb * CRYPT_BLOCK > LODE_IO_MAX) {
+	if ((uint64_t)x->nb * ct->crypt_block > LODE_IO_MAX) {
 		xio_free(x);
 		return -E2BIG;
 	}
 	/* The ends the write covers in part: their old contents. */
 	for (int e = 0; e < 2 && rc == 0; e++) {
 		uint64_t b = e ? x->b0 + x->nb - 1 : x->b0;
-		bool part = e ? end % CRYPT_BLOCK != 0 : off % CRYPT_BLOCK != 0;
+		bool part = e ? end % ct->crypt_block != 0 : off % ct->crypt_block != 0;
 
 		if (!part || (e && x->nb == 1 && edge[0]))
 			continue;
-		if (!(edge[e] = malloc(CRYPT_BLOCK)))
+		if (!(edge[e] = malloc(ct->crypt_block)))
 			rc = -ENOMEM;
 		else
 			rc = block_load(ct, oid, k, &x->aad, b, edge[e], &old[e]);
@@ -669,10 +671,10 @@ static int ext_write_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode
 	if (rc == 0 && auth_random(ivs, (size_t)x->nb * AUTH_AEAD_IV))
 		rc = -EIO;
 	for (uint32_t i = 0; i < x->nb && rc == 0; i++) {
-		uint64_t b = x->b0 + i, bs = b * CRYPT_BLOCK;
+		uint64_t b = x->b0 + i, bs = b * ct->crypt_block;
 		uint8_t *plain = i == 0 && edge[0] ? edge[0] : i == x->nb - 1 ? edge[1] : NULL;
 		uint32_t was = i == 0 && edge[0] ? old[0] : i == x->nb - 1 ? old[1] : 0;
-		uint32_t n = (uint32_t)((end - bs) < CRYPT_BLOCK ? end - bs : CRYPT_BLOCK);
+		uint32_t n = (uint32_t)((end - bs) < ct->crypt_block ? end - bs : ct->crypt_block);
 
 		if (plain) {
 			uint64_t from = off > bs ? off - bs : 0;
@@ -684,22 +686,22 @@ static int ext_write_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode
 		if (was > n)
 			n = was;
 		rc = block_seal(ct, cx, &x->aad, x->aad.len, b, ivs + (size_t)i * AUTH_AEAD_IV, plain,
-				n, x->data + (size_t)i * CRYPT_BLOCK, x->recs + (size_t)i * CRYPT_REC);
+				n, x->data + (size_t)i * ct->crypt_block, x->recs + (size_t)i * CRYPT_REC);
 		last = n;
 	}
 	if (cx)
 		crypt_ctx_put(ct, 1, cx);
 	free(ivs);
 	if (edge[1] && edge[1] != edge[0])
-		explicit_bzero(edge[1], CRYPT_BLOCK), free(edge[1]);
+		explicit_bzero(edge[1], ct->crypt_block), free(edge[1]);
 	if (edge[0])
-		explicit_bzero(edge[0], CRYPT_BLOCK), free(edge[0]);
+		explicit_bzero(edge[0], ct->crypt_block), free(edge[0]);
 	if (rc < 0) {
 		xio_free(x);
 		return rc;
 	}
-	return xio_submit(x, oid, k, LODE_EPOCH_MAX, x->b0 * CRYPT_BLOCK,
-			  (x->nb - 1) * CRYPT_BLOCK + last, ev, parent);
+	return xio_submit(x, oid, k, LODE_EPOCH_MAX, x->b0 * ct->crypt_block,
+			  (x->nb - 1) * ct->crypt_block + last, ev, parent);
 }
 
 /* Read [off, off+len) of extent k: whole blocks come in (straight into buf
@@ -713,23 +715,23 @@ static int ext_read_enc(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch
 
 	if (!x)
 		return -ENOMEM;
-	if ((uint64_t)x->nb * CRYPT_BLOCK > LODE_IO_MAX) {
+	if ((uint64_t)x->nb * ct->crypt_block > LODE_IO_MAX) {
 		xio_free(x);
 		return -E2BIG;
 	}
 	x->holes = holes;
 	x->buf = buf;
 	x->len = len;
-	x->skip = (uint32_t)(off - x->b0 * CRYPT_BLOCK);
+	x->skip = (uint32_t)(off - x->b0 * ct->crypt_block);
 	/* Block-aligned: the ciphertext lands in buf and is opened there. */
-	if (off % CRYPT_BLOCK == 0 && len % CRYPT_BLOCK == 0)
+	if (off % ct->crypt_block == 0 && len % ct->crypt_block == 0)
 		x->data = buf;
 	if (xio_bounce(x, x->data == NULL) < 0) {
 		xio_free(x);
 		return -ENOMEM;
 	}
 	memset(x->recs, 0, (size_t)x->nb * CRYPT_REC); /* what a short reply leaves */
-	return xio_submit(x, oid, k, epoch, x->b0 * CRYPT_BLOCK, x->nb * CRYPT_BLOCK, ev, parent);
+	return xio_submit(x, oid, k, epoch, x->b0 * ct->crypt_block, x->nb * ct->crypt_block, ev, parent);
 }
 
 /* Ignore a missing record akey. */
@@ -762,11 +764,11 @@ static int simple_req(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const s
 static int punch_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 		     uint64_t off, uint64_t len)
 {
-	uint64_t end = off + len, full0 = (off + CRYPT_BLOCK - 1) / CRYPT_BLOCK,
-		 full1 = end / CRYPT_BLOCK;
+	uint64_t end = off + len, full0 = (off + ct->crypt_block - 1) / ct->crypt_block,
+		 full1 = end / ct->crypt_block;
 	uint8_t rkb[LODE_KEY_MAX], *plain[2] = {NULL, NULL};
 	uint32_t old[2] = {0, 0};
-	uint64_t eb[2] = {off / CRYPT_BLOCK, len ? (end - 1) / CRYPT_BLOCK : 0};
+	uint64_t eb[2] = {off / ct->crypt_block, len ? (end - 1) / ct->crypt_block : 0};
 	struct lode_key rk;
 	struct aad x;
 	struct creq *p;
@@ -778,11 +780,11 @@ static int punch_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode_key
 		return rc;
 	aad_make(&x, 'b', ct, oid, k);
 	for (int e = 0; e < 2 && rc == 0; e++) {
-		bool part = e ? end % CRYPT_BLOCK != 0 : off % CRYPT_BLOCK != 0;
+		bool part = e ? end % ct->crypt_block != 0 : off % ct->crypt_block != 0;
 
 		if (!part || (e && eb[1] == eb[0] && plain[0]))
 			continue;
-		if (!(plain[e] = malloc(CRYPT_BLOCK)))
+		if (!(plain[e] = malloc(ct->crypt_block)))
 			rc = -ENOMEM;
 		else
 			rc = block_load(ct, oid, k, &x, eb[e], plain[e], &old[e]);
@@ -800,9 +802,9 @@ static int punch_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode_key
 	}
 	/* The blocks covered in part, sealed again without the punched bytes. */
 	for (int e = 0; e < 2 && rc == 0; e++) {
-		uint64_t bs = eb[e] * CRYPT_BLOCK, from = off > bs ? off - bs : 0;
-		uint64_t to = end - bs < CRYPT_BLOCK ? end - bs : CRYPT_BLOCK;
-		uint8_t iv[AUTH_AEAD_IV], data[CRYPT_BLOCK], rec[CRYPT_REC] = {0};
+		uint64_t bs = eb[e] * ct->crypt_block, from = off > bs ? off - bs : 0;
+		uint64_t to = end - bs < ct->crypt_block ? end - bs : ct->crypt_block;
+		uint8_t iv[AUTH_AEAD_IV], *data = NULL, rec[CRYPT_REC] = {0};
 		uint32_t n = old[e];
 
 		if (!plain[e] || n == 0)
@@ -812,16 +814,19 @@ static int punch_enc(lode_cont_t *ct, struct lode_oid oid, const struct lode_key
 			n = (uint32_t)(from < n ? from : n);
 		if (n && auth_random(iv, sizeof(iv)))
 			rc = -EIO;
+		if (rc == 0 && n && !(data = malloc(n)))
+			rc = -ENOMEM;
 		if (rc == 0 && n)
 			rc = block_seal(ct, NULL, &x, x.len, eb[e], iv, plain[e], n, data, rec);
 		if (rc == 0 && n)
 			rc = ext_write_raw(ct, oid, k, bs, data, n, NULL, NULL);
+		free(data);
 		if (rc == 0)
 			rc = ext_write_raw(ct, oid, &rk, eb[e] * CRYPT_REC, rec, CRYPT_REC, NULL, NULL);
 	}
 	for (int e = 0; e < 2; e++)
 		if (plain[e])
-			explicit_bzero(plain[e], CRYPT_BLOCK), free(plain[e]);
+			explicit_bzero(plain[e], ct->crypt_block), free(plain[e]);
 	return rc;
 }
 
@@ -1599,7 +1604,8 @@ int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
 	}
 	/* The data key: wrapped by the creator's tenant key, unwrapped here
 	 * with ours; the service only ever held the wrapped form. */
-	if (info.encryption && (rc = crypt_cont_init(ct, info.wrapped_key, info.wrapped_len)) < 0) {
+	if (info.encryption && (rc = crypt_cont_init(ct, info.wrapped_key, info.wrapped_len,
+							    info.crypt_block)) < 0) {
 		explicit_bzero(&info, sizeof(info));
 		conn_cont_release(c, &ct->uuid);
 		free(ct);

@@ -537,6 +537,7 @@ int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 			if (rep->info->props) {
 				info->chunk_size = rep->info->props->chunk_size;
 				info->encryption = rep->info->props->encryption;
+				info->crypt_block = rep->info->props->crypt_block;
 			}
 			/* Opaque here: crypt_cont_init checks its length. */
 			if (rep->info->wrapped_key.len <= sizeof(info->wrapped_key)) {

@@ -249,6 +249,7 @@ static Lode__Mgmt__V1__ContInfo *cont_msg(struct rb *b, const ms_state *s, const
 		pr->chunk_size = c->chunk_size;
 		pr->checksum = rb_str(b, c->checksum);
 		pr->encryption = c->encryption;
+		pr->crypt_block = c->crypt_block;
 	}
 	if (with_key && c->encryption)
 		rb_bytes(b, &r->wrapped_key, c->wrapped_key.data, c->wrapped_key.len);
@@ -875,12 +876,12 @@ static int op_pool_destroy(struct mgmt *m, const struct caller *who, const void 
 
 /* Check props and fill in the defaults. */
 static int props_check(const Lode__Mgmt__V1__ContProps *in, const char **oclass, uint32_t *chunk,
-		       const char **csum, char *msg, size_t msg_cap)
+		       const char **csum, uint32_t *cblock, char *msg, size_t msg_cap)
 {
 	static const char *const classes[] = {"S1", "S2", "SX"};
 	const char *oc = in && in->object_class ? in->object_class : "";
 	const char *cs = in && in->checksum ? in->checksum : "";
-	uint32_t ch = in ? in->chunk_size : 0;
+	uint32_t ch = in ? in->chunk_size : 0, cb = in ? in->crypt_block : 0;
 	bool ok = !oc[0];
 
 	for (size_t i = 0; !ok && i < sizeof(classes) / sizeof(classes[0]); i++)
@@ -894,9 +895,16 @@ static int props_check(const Lode__Mgmt__V1__ContProps *in, const char **oclass,
 	if (cs[0] && strcmp(cs, "crc32c") && strcmp(cs, "none"))
 		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
 			    "checksum \"%.16s\": crc32c or none", cs);
+	if (cb && !in->encryption)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+			    "a crypt block size needs encryption");
+	if (cb && (cb < 4096 || cb > (1u << 20) || (cb & (cb - 1))))
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+			    "crypt block size %u: a power of two from 4 KiB to 1 MiB", cb);
 	*oclass = oc[0] ? oc : "S1";
 	*chunk = ch ? ch : 1u << 20;
 	*csum = cs[0] ? cs : "crc32c";
+	*cblock = in && in->encryption ? (cb ? cb : 4096) : 0;
 	return RPC_OK;
 }
 
@@ -909,7 +917,7 @@ static int op_cont_create(struct mgmt *m, const struct caller *who, const void *
 	char res[QNAME_MAX], owner[MS_NAME_MAX + 8];
 	const char *oclass = NULL, *csum = NULL;
 	uint8_t uuid[16];
-	uint32_t chunk = 0;
+	uint32_t chunk = 0, cblock = 0;
 	struct rb b = {0};
 	ms_cont *c;
 	int st, rc;
@@ -925,7 +933,7 @@ static int op_cont_create(struct mgmt *m, const struct caller *who, const void *
 	if (ms_cont_find(s, p->label, req->label))
 		return fail(msg, msg_cap, RPC_ALREADY_EXISTS, "container %s/%s exists", p->label,
 			    req->label);
-	st = props_check(req->props, &oclass, &chunk, &csum, msg, msg_cap);
+	st = props_check(req->props, &oclass, &chunk, &csum, &cblock, msg, msg_cap);
 	if (st)
 		return st;
 	/* The data key is the client's: made there and wrapped by its tenant
@@ -943,6 +951,7 @@ static int op_cont_create(struct mgmt *m, const struct caller *who, const void *
 	c->creator = who->u->id;
 	c->chunk_size = chunk;
 	c->encryption = req->props && req->props->encryption;
+	c->crypt_block = cblock;
 	rc = ms_str_set(&c->object_class, oclass) ?: ms_str_set(&c->checksum, csum);
 	if (!rc && c->encryption)
 		rc = ms_bytes_set(&c->wrapped_key, req->wrapped_key.data, req->wrapped_key.len);

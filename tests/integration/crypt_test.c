@@ -30,6 +30,7 @@
 static struct hs_server srv;
 static lode_conn_t *conn;
 static lode_cont_t *enc;   /* "enc", encrypted */
+static lode_cont_t *enc64; /* "enc64", encrypted in 64 KiB blocks */
 static char key_path[PATH_MAX + 64], other_key[PATH_MAX + 64];
 static const struct lode_oid oid = {0x2000000000000001ull, 11};
 
@@ -73,6 +74,13 @@ static int create(const char *label, bool encryption)
 	return conn_cont_create_props(conn, label, &p, NULL);
 }
 
+static int create_blocks(const char *label, uint32_t crypt_block)
+{
+	struct conn_cont_props p = {.encryption = true, .crypt_block = crypt_block};
+
+	return conn_cont_create_props(conn, label, &p, NULL);
+}
+
 static int setup(void **state)
 {
 	struct hs_opts o = {.targets = 2, .ram = true, .transport = "tcp"};
@@ -86,7 +94,10 @@ static int setup(void **state)
 	setenv("LODE_TENANT_KEY", key_path, 1);
 	if (hs_connect(&srv, "tcp", 10000, &conn) < 0)
 		return -1;
-	if (create("enc", true) < 0 || create("plain", false) < 0)
+	if (create("enc", true) < 0 || create("plain", false) < 0 ||
+	    create_blocks("enc64", 64u << 10) < 0)
+		return -1;
+	if (lode_cont_open(conn, "enc64", &enc64) < 0)
 		return -1;
 	return lode_cont_open(conn, "enc", &enc);
 }
@@ -94,6 +105,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	lode_cont_close(enc);
+	lode_cont_close(enc64);
 	lode_disconnect(conn);
 	hs_cleanup(&srv);
 	return 0;
@@ -319,8 +331,10 @@ static void check_array(lode_cont_t *ct, struct lode_oid o, const uint8_t *model
 	free(got);
 }
 
+/* *state: the container (enc, or enc64 with blocks larger than most writes here). */
 static void test_array(void **state)
 {
+	lode_cont_t *ct = *(lode_cont_t **)*state;
 	struct lode_oid o = {0x2000000000000002ull, 1};
 	uint8_t *model = calloc(1, ASIZE), *buf = malloc(ASIZE);
 	uint64_t size = 0;
@@ -343,51 +357,51 @@ static void test_array(void **state)
 		fill(buf, w[i].len, (unsigned)i + 1);
 		memcpy(model + w[i].off, buf, w[i].len);
 		assert_int_equal(
-			lode_array_write(enc, o, CHUNK, w[i].off, buf, w[i].len, NULL), 0);
+			lode_array_write(ct, o, CHUNK, w[i].off, buf, w[i].len, NULL), 0);
 	}
-	check_array(enc, o, model, ASIZE);
+	check_array(ct, o, model, ASIZE);
 	/* Holes read as zeros: a chunk never written, and a block inside one. */
-	assert_int_equal(lode_array_read(enc, o, CHUNK, LODE_EPOCH_MAX, 2 * CHUNK + 8192, buf, 4096,
+	assert_int_equal(lode_array_read(ct, o, CHUNK, LODE_EPOCH_MAX, 2 * CHUNK + 8192, buf, 4096,
 					 NULL),
 			 0);
 	assert_true(all_zero_tail(buf, 4096));
 	/* Truncate to the middle of a block, and grow again. */
-	assert_int_equal(lode_array_truncate(enc, o, CHUNK, 210001), 0);
+	assert_int_equal(lode_array_truncate(ct, o, CHUNK, 210001), 0);
 	memset(model + 210001, 0, ASIZE - 210001);
-	check_array(enc, o, model, 210001);
-	assert_int_equal(lode_array_truncate(enc, o, CHUNK, 300000), 0);
-	check_array(enc, o, model, 300000);
+	check_array(ct, o, model, 210001);
+	assert_int_equal(lode_array_truncate(ct, o, CHUNK, 300000), 0);
+	check_array(ct, o, model, 300000);
 	fill(buf, 5000, 77);
-	assert_int_equal(lode_array_write(enc, o, CHUNK, 209000, buf, 5000, NULL), 0);
+	assert_int_equal(lode_array_write(ct, o, CHUNK, 209000, buf, 5000, NULL), 0);
 	memcpy(model + 209000, buf, 5000);
-	check_array(enc, o, model, 300000);
+	check_array(ct, o, model, 300000);
 	/* Extents directly: sizes stay exact, not rounded to blocks. */
 	{
 		struct lode_key k = {"x", 1, "e", 1};
 
 		fill(buf, 10, 5);
-		assert_int_equal(lode_obj_write(enc, o, &k, 5000, buf, 10, NULL), 0);
-		assert_int_equal(lode_obj_size(enc, o, LODE_EPOCH_MAX, &k, &size), 0);
+		assert_int_equal(lode_obj_write(ct, o, &k, 5000, buf, 10, NULL), 0);
+		assert_int_equal(lode_obj_size(ct, o, LODE_EPOCH_MAX, &k, &size), 0);
 		assert_int_equal(size, 5010);
 		memset(buf + 100, 0xaa, 20);
-		assert_int_equal(lode_obj_read(enc, o, LODE_EPOCH_MAX, &k, 4995, buf + 100, 20, NULL),
+		assert_int_equal(lode_obj_read(ct, o, LODE_EPOCH_MAX, &k, 4995, buf + 100, 20, NULL),
 				 0);
 		assert_true(all_zero_tail(buf + 100, 5));
 		assert_memory_equal(buf + 105, buf, 10);
 		/* A range punch inside a block, then at its end. */
-		assert_int_equal(lode_range_punch(enc, o, &k, 5002, 3, NULL), 0);
-		assert_int_equal(lode_obj_read(enc, o, LODE_EPOCH_MAX, &k, 5000, buf + 100, 10, NULL),
+		assert_int_equal(lode_range_punch(ct, o, &k, 5002, 3, NULL), 0);
+		assert_int_equal(lode_obj_read(ct, o, LODE_EPOCH_MAX, &k, 5000, buf + 100, 10, NULL),
 				 0);
 		assert_memory_equal(buf + 100, buf, 2);
 		assert_true(all_zero_tail(buf + 102, 3));
 		assert_memory_equal(buf + 105, buf + 5, 5);
-		assert_int_equal(lode_range_punch(enc, o, &k, 5006, 100, NULL), 0);
-		assert_int_equal(lode_obj_size(enc, o, LODE_EPOCH_MAX, &k, &size), 0);
+		assert_int_equal(lode_range_punch(ct, o, &k, 5006, 100, NULL), 0);
+		assert_int_equal(lode_obj_size(ct, o, LODE_EPOCH_MAX, &k, &size), 0);
 		assert_int_equal(size, 5006);
 		/* Nothing was ever written: -ENOENT, as unencrypted. */
 		k.akey = "none";
 		k.akey_len = 4;
-		assert_int_equal(lode_obj_read(enc, o, LODE_EPOCH_MAX, &k, 0, buf, 10, NULL), -ENOENT);
+		assert_int_equal(lode_obj_read(ct, o, LODE_EPOCH_MAX, &k, 0, buf, 10, NULL), -ENOENT);
 	}
 	free(model);
 	free(buf);
@@ -395,6 +409,7 @@ static void test_array(void **state)
 
 static void test_array_async(void **state)
 {
+	lode_cont_t *ct = *(lode_cont_t **)*state;
 	struct lode_oid o = {0x2000000000000003ull, 1};
 	uint8_t *a = lode_buf_alloc(conn, 4 << 20), *b = lode_buf_alloc(conn, 4 << 20);
 	lode_event_t ev[4] = {{0}}, *done[4];
@@ -405,7 +420,7 @@ static void test_array_async(void **state)
 	fill(a, 4 << 20, 3);
 	for (int i = 0; i < 4; i++) {
 		assert_int_equal(lode_event_init(&ev[i], eq), 0);
-		assert_int_equal(lode_array_write(enc, o, 0, (uint64_t)i << 20, a + ((size_t)i << 20),
+		assert_int_equal(lode_array_write(ct, o, 0, (uint64_t)i << 20, a + ((size_t)i << 20),
 						  1 << 20, &ev[i]),
 				 0);
 	}
@@ -418,7 +433,7 @@ static void test_array_async(void **state)
 	}
 	for (int i = 0, m = 0; i < 4; i++) {
 		assert_int_equal(lode_event_init(&ev[i], eq), 0);
-		assert_int_equal(lode_array_read(enc, o, 0, LODE_EPOCH_MAX, (uint64_t)i << 20,
+		assert_int_equal(lode_array_read(ct, o, 0, LODE_EPOCH_MAX, (uint64_t)i << 20,
 						 b + ((size_t)i << 20), 1 << 20, &ev[i]),
 				 0);
 		(void)m;
@@ -476,6 +491,94 @@ static void test_array_stored_and_tampered(void **state)
 	free(plain);
 	free(stored);
 	free(got);
+}
+
+/*
+ * 64 KiB blocks: the records say so, damage inside one block fails only
+ * that block, and a small write into a block reads, opens and reseals the
+ * whole block around it.
+ */
+static void test_large_blocks_stored_and_tampered(void **state)
+{
+	const uint32_t B = 64u << 10;
+	struct lode_oid o = {0x2000000000000005ull, 1};
+	uint8_t *plain = malloc(3 * B), *stored = malloc(3 * B), *got = malloc(3 * B);
+	lode_cont_t *raw = open_raw("enc64");
+	uint8_t dkey[8] = {0}, rec[32], rkey[8] = {0, 'g', 'c', 'm', 'd'};
+	struct lode_key k = {dkey, 8, "d", 1}, rk = {dkey, 8, rkey, 5};
+	uint32_t len = 0;
+
+	assert_int_equal(enc64->crypt_block, B);
+	assert_int_equal(enc->crypt_block, 4096);
+	fill(plain, 3 * B, 21);
+	assert_int_equal(lode_array_write(enc64, o, 0, 0, plain, 3 * B, NULL), 0);
+	/* One record per 64 KiB block: block 1's says 65536 bytes. */
+	assert_int_equal(lode_obj_read(raw, o, LODE_EPOCH_MAX, &rk, 32, rec, 32, NULL), 0);
+	len = (uint32_t)rec[28] | (uint32_t)rec[29] << 8 | (uint32_t)rec[30] << 16 |
+	      (uint32_t)rec[31] << 24;
+	assert_int_equal(len, B);
+	assert_int_equal(lode_obj_read(raw, o, LODE_EPOCH_MAX, &rk, 3 * 32, rec, 32, NULL), 0);
+	assert_true(all_zero_tail(rec, 32)); /* no block 3 */
+	/* A 100-byte write in the middle of block 1 reseals all of it. */
+	fill(got, 100, 99);
+	memcpy(plain + B + 5000, got, 100);
+	assert_int_equal(lode_array_write(enc64, o, 0, B + 5000, got, 100, NULL), 0);
+	assert_int_equal(lode_array_read(enc64, o, 0, LODE_EPOCH_MAX, 0, got, 3 * B, NULL), 0);
+	assert_memory_equal(got, plain, 3 * B);
+	assert_int_equal(lode_array_read(raw, o, 0, LODE_EPOCH_MAX, 0, stored, 3 * B, NULL), 0);
+	/* One byte of block 1 changed on the "storage node": all of block 1 fails. */
+	stored[B + 60000] ^= 1;
+	assert_int_equal(lode_obj_write(raw, o, &k, B + 60000, stored + B + 60000, 1, NULL), 0);
+	memset(got, 0x55, 3 * B);
+	assert_int_equal(lode_array_read(enc64, o, 0, LODE_EPOCH_MAX, B + 10, got, 10, NULL),
+			 -LODE_ECSUM);
+	assert_true(all_zero_tail(got, 10));
+	assert_int_equal(lode_array_read(enc64, o, 0, LODE_EPOCH_MAX, 0, got, 3 * B, NULL),
+			 -LODE_ECSUM);
+	/* Blocks 0 and 2 still read. */
+	assert_int_equal(lode_array_read(enc64, o, 0, LODE_EPOCH_MAX, B - 100, got, 100, NULL), 0);
+	assert_memory_equal(got, plain + B - 100, 100);
+	assert_int_equal(lode_array_read(enc64, o, 0, LODE_EPOCH_MAX, 2 * B, got, B, NULL), 0);
+	assert_memory_equal(got, plain + 2 * B, B);
+	lode_cont_close(raw);
+	free(plain);
+	free(stored);
+	free(got);
+}
+
+/* The block size is checked where it is set; containers report theirs. */
+static void test_crypt_block_property(void **state)
+{
+	struct conn_cont_props p = {.encryption = true};
+	const uint32_t bad[] = {1, 2048, 4095, 4097, 3u << 12, 2u << 20};
+	lode_cont_t *ct = NULL;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p.crypt_block = bad[i];
+		assert_int_equal(conn_cont_create_props(conn, "badblock", &p, NULL), -EINVAL);
+	}
+	/* Without encryption there is nothing to block. */
+	p.encryption = false;
+	p.crypt_block = 65536;
+	assert_int_equal(conn_cont_create_props(conn, "badblock", &p, NULL), -EINVAL);
+	assert_int_equal(lode_cont_open(conn, "badblock", &ct), -LODE_ENOCONT);
+	/* The largest works end to end. */
+	assert_int_equal(create_blocks("enc1m", 1u << 20), 0);
+	assert_int_equal(lode_cont_open(conn, "enc1m", &ct), 0);
+	assert_int_equal(ct->crypt_block, 1u << 20);
+	{
+		uint8_t *a = malloc(3u << 20), *b = malloc(3u << 20);
+		struct lode_oid o = {0x2000000000000006ull, 1};
+
+		fill(a, 3u << 20, 5);
+		assert_int_equal(lode_array_write(ct, o, 0, 12345, a, (3u << 20) - 20000, NULL), 0);
+		assert_int_equal(lode_array_read(ct, o, 0, LODE_EPOCH_MAX, 12345, b,
+						 (3u << 20) - 20000, NULL), 0);
+		assert_memory_equal(a, b, (3u << 20) - 20000);
+		free(a);
+		free(b);
+	}
+	lode_cont_close(ct);
 }
 
 /* ---- liblodefs, and containers without encryption ------------------------------------- */
@@ -560,9 +663,13 @@ int main(void)
 		cmocka_unit_test(test_state_file_has_no_keys),
 		cmocka_unit_test(test_kv),
 		cmocka_unit_test(test_kv_stored_and_tampered),
-		cmocka_unit_test(test_array),
-		cmocka_unit_test(test_array_async),
+		cmocka_unit_test_prestate(test_array, &enc),
+		cmocka_unit_test_prestate(test_array, &enc64),
+		cmocka_unit_test_prestate(test_array_async, &enc),
+		cmocka_unit_test_prestate(test_array_async, &enc64),
 		cmocka_unit_test(test_array_stored_and_tampered),
+		cmocka_unit_test(test_large_blocks_stored_and_tampered),
+		cmocka_unit_test(test_crypt_block_property),
 		cmocka_unit_test(test_lodefs),
 		cmocka_unit_test(test_plain_container),
 	};

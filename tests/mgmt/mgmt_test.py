@@ -270,7 +270,8 @@ def run(args, pb, pbg, tmp):
     for props, what in ((pb.ContProps(object_class="S9"), "object class S9"),
                         (pb.ContProps(chunk_size=1000), "chunk size 1000"),
                         (pb.ContProps(chunk_size=1 << 27), "chunk size 128 MiB"),
-                        (pb.ContProps(checksum="md5"), "checksum md5")):
+                        (pb.ContProps(checksum="md5"), "checksum md5"),
+                        (pb.ContProps(crypt_block=65536), "a crypt block, unencrypted")):
         expect(grpc.StatusCode.INVALID_ARGUMENT, "ContCreate with " + what, mg.ContCreate,
                pb.ContCreateRequest(pool="default", label="bad", props=props),
                metadata=md(bob), timeout=T)
@@ -295,6 +296,23 @@ def run(args, pb, pbg, tmp):
                pb.ContRef(pool="default", label="enc"), metadata=md(bob), timeout=T)
     check(q is not None and q.props.encryption and not q.wrapped_key,
           "ContQuery shows encryption, no key")
+    check(q is not None and q.props.crypt_block == 4096, "enc seals in 4 KiB blocks by default")
+    for cb in (4095, 6144, 2 << 20):
+        expect(grpc.StatusCode.INVALID_ARGUMENT, "ContCreate with crypt block %d" % cb,
+               mg.ContCreate,
+               pb.ContCreateRequest(pool="default", label="enc-bad",
+                                    props=pb.ContProps(encryption=True, crypt_block=cb),
+                                    wrapped_key=wrapped),
+               metadata=md(bob), timeout=T)
+    expect(grpc.StatusCode.OK, "bob creates an encrypted container in 64 KiB blocks",
+           mg.ContCreate,
+           pb.ContCreateRequest(pool="default", label="enc64",
+                                props=pb.ContProps(encryption=True, crypt_block=65536),
+                                wrapped_key=wrapped),
+           metadata=md(bob), timeout=T)
+    q = expect(grpc.StatusCode.OK, "ContQuery enc64", mg.ContQuery,
+               pb.ContRef(pool="default", label="enc64"), metadata=md(bob), timeout=T)
+    check(q is not None and q.props.crypt_block == 65536, "enc64 keeps its 64 KiB blocks")
     o = expect(grpc.StatusCode.OK, "OpenContainer enc", mg.OpenContainer,
                pb.ContRef(pool="default", label="enc"), metadata=md(bob), timeout=T)
     check(o is not None and o.info.wrapped_key == wrapped,
@@ -358,8 +376,8 @@ def run(args, pb, pbg, tmp):
     ss = expect(grpc.StatusCode.OK, "SystemQuery", mg.SystemQuery, pb.Empty(),
                 metadata=md(eve), timeout=T)
     check(ss is not None and ss.capacity == 2 * GIB and ss.used == 4096 + 8192 and
-          ss.pools == 1 and ss.containers == 2 and ss.signing_key_id == 1,
-          "SystemQuery: 2 GiB, used 12 KiB, 1 pool, 2 containers, key 1")
+          ss.pools == 1 and ss.containers == 3 and ss.signing_key_id == 1,
+          "SystemQuery: 2 GiB, used 12 KiB, 1 pool, 3 containers, key 1")
     expect(grpc.StatusCode.PERMISSION_DENIED, "bob rotates the key", mg.RotateKey, pb.Empty(),
            metadata=md(bob), timeout=T)
     rk = expect(grpc.StatusCode.OK, "RotateKey", mg.RotateKey, pb.Empty(), metadata=md(root),
