@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +109,15 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
  * Defaults for UCX's tcp transport, set in the environment before any
  * context is read: UCX 1.13 accepts these keys through ucp_config_modify but
  * does not apply them to the transport (an abort below kept its rate with
- * the key set that way). A value the user exported wins. Set from a
- * constructor, while the process is still single-threaded.
+ * the key set that way). A value the user exported wins.
+ *
+ * Set once, by the first context made, not from a constructor: the
+ * preload library carries this code into every program it is preloaded
+ * in, and under ASan a constructor's setenv left llvm-symbolizer (spawned
+ * with the same LD_PRELOAD) deadlocked in exit, holding preload_test's
+ * output open. setenv only adds variables here, and glibc then copies the
+ * environment into a new array, leaving the old one valid for a getenv
+ * running at the same time in another thread.
  *
  * - Segments of 256 KiB instead of 8 KiB: 1 MiB reads went from 70% to 100%
  *   of a plain loopback stream, 4 KiB IOPS did not move (decision 0004). It
@@ -121,7 +129,9 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
  *   Without PUT the rendezvous moves in active-message fragments: 0 aborts in
  *   60 kills (decision 0004 has the cost).
  */
-__attribute__((constructor)) static void tcp_env_defaults(void)
+static pthread_once_t tcp_env_once = PTHREAD_ONCE_INIT;
+
+static void tcp_env_defaults(void)
 {
 	if (!getenv("UCX_TCP_TX_SEG_SIZE") && !getenv("UCX_TCP_RX_SEG_SIZE")) {
 		setenv("UCX_TCP_TX_SEG_SIZE", "256k", 0);
@@ -141,6 +151,7 @@ static int context_create(uint32_t bits, bool loopback, const char *log_level,
 
 	if ((rc = tls_string(bits, tls, sizeof(tls))) < 0)
 		return rc;
+	pthread_once(&tcp_env_once, tcp_env_defaults);
 	st = ucp_config_read(NULL, NULL, &config);
 	if (st != UCS_OK)
 		return net_ucs_errno(st);
