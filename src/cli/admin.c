@@ -1161,7 +1161,7 @@ static int cmd_cont_create(struct admin *a)
 		return usage(a, "--chunk-size needs a size like 64K, not '%s'", chunk);
 	if (cb && !p.encryption)
 		return usage(a, "--crypt-block needs --encrypt");
-	if (cb && (size_parse(cb, &cbs) < 0 || cbs < 4096 || cbs > (1u << 20) || (cbs & (cbs - 1))))
+	if (cb && (size_parse(cb, &cbs) < 0 || !crypt_block_valid(cbs)))
 		return usage(a, "--crypt-block is a power of two from 4K to 1M, not '%s'", cb);
 	if (p.checksum && strcmp(p.checksum, "crc32c") && strcmp(p.checksum, "none"))
 		return usage(a, "--checksum is crc32c or none, not '%s'", p.checksum);

@@ -1649,7 +1649,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			break;
 		case O_CRYPT_BLOCK:
 			rc = parse_u64("--crypt-block", optarg, true, &v);
-			if (rc == 0 && (v < 4096 || v > (1u << 20) || (v & (v - 1))))
+			if (rc == 0 && !crypt_block_valid(v))
 				rc = arg_error("--crypt-block: '%s' is not a power of two from 4k to 1m",
 					       optarg);
 			o->crypt_block = (uint32_t)v;

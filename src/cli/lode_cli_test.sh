@@ -187,6 +187,12 @@ same get-after-aggregate "$dir/mid" "$dir/mid.out2"
 
 # ---- bench is reachable (its own tests cover it) ----
 check bench-help 0 L bench --help
+check bench-crypt-block-bad 2 L bench --encrypt --crypt-block 3000
+grep -q "^lode bench: --crypt-block: '3000' is not a power of two" "$dir/err" ||
+	failed "bench-crypt-block-bad: $(cat "$dir/err")"
+check bench-crypt-block-plain 2 L bench --crypt-block 64k
+grep -q "^lode bench: --crypt-block needs --encrypt" "$dir/err" ||
+	failed "bench-crypt-block-plain: $(cat "$dir/err")"
 
 # ---- a destroyed container is gone ----
 check cont-destroy-full 0 L cont destroy c1

@@ -240,6 +240,12 @@ int conn_data_key_new(lode_conn_t *c, uint8_t wrapped[AUTH_WRAPPED_SIZE]);
  * again (contexts freed, key zeroed). */
 #define CRYPT_BLOCK_MIN 4096u
 #define CRYPT_BLOCK_MAX (1u << 20)
+
+/* Whether b bytes may be a container's crypt block (the service checks the same). */
+static inline bool crypt_block_valid(uint64_t b)
+{
+	return b >= CRYPT_BLOCK_MIN && b <= CRYPT_BLOCK_MAX && (b & (b - 1)) == 0;
+}
 int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len, uint32_t block);
 void crypt_cont_fini(lode_cont_t *ct);
 

@@ -34,7 +34,7 @@ int crypt_cont_init(lode_cont_t *ct, const uint8_t *wrapped, size_t len, uint32_
 		return -EPROTO; /* the service has no key that fits */
 	if (block == 0)
 		block = CRYPT_BLOCK_MIN; /* containers made before the property existed */
-	if (block < CRYPT_BLOCK_MIN || block > CRYPT_BLOCK_MAX || (block & (block - 1)))
+	if (!crypt_block_valid(block))
 		return -EPROTO; /* the service checks this at create */
 	if ((rc = conn_tenant_key(ct->c, tkey)) < 0)
 		return rc;
