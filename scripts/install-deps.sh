@@ -22,6 +22,9 @@ pkgs=(
 	protobuf-compiler protobuf-compiler-grpc # protoc, for the Python stubs the tests generate
 	python3-grpcio python3-grpc-tools python3-protobuf # a gRPC client in Python (the control-plane test)
 	libssl-dev openssl # capabilities (HMAC-SHA256), inline encryption (AES-256-GCM), the test CA
+	libraft-dev libuv1-dev # the management service's state, replicated with Raft (libuv backend)
+	iproute2 # network namespaces and veth pairs for the multi-engine tests
+	python3-matplotlib # make eval's plots
 )
 
 missing=()
