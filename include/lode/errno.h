@@ -32,6 +32,9 @@ enum lode_err {
 	LODE_ECAPREVOKED, /* the capability's user was revoked after it was issued */
 	LODE_ECAPSCOPE,   /* the capability is for another container, pool or client */
 	LODE_ECAPRIGHTS,  /* the capability does not grant the rights the request needs */
+	LODE_ESTALEMAP,   /* placed with an older pool map; the reply's val is the engine's version */
+	LODE_EFENCED,     /* the engine is out of the pool map's layout (DOWN or OUT) or has lost
+			   * the management service for longer than the grace period */
 	LODE_ERR_LAST
 };
 

@@ -118,6 +118,7 @@ struct lode_conn_info {
 	unsigned ntargets;        /* targets the server has */
 	uint32_t inline_max;      /* values up to this size travel inside messages */
 	char server[256];         /* the address connected to */
+	uint32_t map_version;     /* the pool map version requests are placed with now */
 };
 int lode_conn_query(lode_conn_t *conn, struct lode_conn_info *info);
 

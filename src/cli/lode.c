@@ -706,7 +706,8 @@ static int cmd_status(struct cli *cli)
 		json_str(info.transport);
 		printf(",\"bulk\":");
 		json_str(info.bulk);
-		printf(",\"inline_max\":%" PRIu32 ",\"targets\":[", info.inline_max);
+		printf(",\"inline_max\":%" PRIu32 ",\"map_version\":%" PRIu32 ",\"targets\":[",
+		       info.inline_max, info.map_version);
 		for (int i = 0; i < n; i++)
 			printf("%s{\"records\":%" PRIu64 ",\"extent_used\":%" PRIu64
 			       ",\"extent_cap\":%" PRIu64 ",\"requests\":%" PRIu64
@@ -718,8 +719,8 @@ static int cmd_status(struct cli *cli)
 		printf("]}\n");
 	} else {
 		printf("server      %s\ntransport   %s\nbulk        %s\ninline max  %" PRIu32
-		       " B\ntargets     %d\n\n",
-		       info.server, info.transport, info.bulk, info.inline_max, n);
+		       " B\npool map    version %" PRIu32 "\ntargets     %d\n\n",
+		       info.server, info.transport, info.bulk, info.inline_max, info.map_version, n);
 		printf("%6s %12s %23s %12s %8s  %s\n", "target", "records", "extent used / capacity",
 		       "requests", "errors", "media");
 		for (int i = 0; i < n; i++)

@@ -375,9 +375,53 @@ static void req_finish(struct creq *r)
 	/* A waited request is freed by its waiter. */
 }
 
+static int req_send(struct creq *r);
+
+/*
+ * An engine refused r as placed with an older pool map than its own. The
+ * placement over one engine's targets does not depend on the map, so r
+ * goes again at once, carrying the engine's version, and the renewer
+ * thread fetches the map itself (conn_map_refresh). A few times at most:
+ * an engine whose version keeps running ahead is answered with the error.
+ */
+#define RESEND_MAX 4
+
+static bool req_resend(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+	uint32_t want = (uint32_t)r->val;
+
+	if (r->rc != -LODE_ESTALEMAP || r->resent >= RESEND_MAX || c->failed || r->op == 0)
+		return false;
+	r->resent++;
+	if (want > atomic_load(&c->map_ver))
+		atomic_store(&c->map_ver, want);
+	if (want > atomic_load(&c->map_want))
+		atomic_store(&c->map_want, want);
+	/* Off the in-flight list; req_send puts it back at the tail. */
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		c->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		c->tail = r->prev;
+	r->prev = r->next = NULL;
+	r->replied = false;
+	r->rc = 0;
+	r->val = 0;
+	r->in_len = 0;
+	if ((r->rc = req_send(r)) < 0) {
+		r->replied = true;
+		return false;
+	}
+	return true;
+}
+
 static void req_maybe_finish(struct creq *r)
 {
-	if (r->replied && r->pending == 0 && !r->done)
+	if (r->replied && r->pending == 0 && !r->done && !req_resend(r))
 		req_finish(r);
 }
 
@@ -668,6 +712,7 @@ static int req_send(struct creq *r)
 	h.args_len = (uint16_t)n;
 	h.target = r->tgt;
 	h.session = c->session[r->tgt];
+	h.map_ver = atomic_load_explicit(&c->map_ver, memory_order_relaxed);
 	if (r->op == NET_OP_HELLO && c->transport != NET_TP_SHM)
 		h.flags |= NET_F_PEER_ERR;
 	net_hdr_encode(&h, r->hdr);
@@ -1474,6 +1519,7 @@ int lode_conn_query(lode_conn_t *c, struct lode_conn_info *info)
 	info->ntargets = c->ntargets;
 	info->inline_max = c->inline_max;
 	snprintf(info->server, sizeof(info->server), "%s", c->server);
+	info->map_version = atomic_load(&c->map_ver);
 	return c->failed ? -ENOTCONN : 0;
 }
 

@@ -45,6 +45,7 @@ struct creq {
 	void *rndv;               /* reply data descriptor waiting to be received */
 	int pending;              /* UCX operations outstanding */
 	int orphans;              /* sends UCX still holds after the connection failed */
+	uint8_t resent;           /* times sent again after -LODE_ESTALEMAP */
 	bool replied;
 	bool done;
 	int rc;
@@ -115,6 +116,11 @@ struct lode_conn {
 	pthread_mutex_t renewer_lock;
 	pthread_cond_t renewer_cond;
 	char mgmt_err[320];         /* the last failed RPC's message */
+	/* The pool map's version requests carry (from Connect, then PoolMapGet
+	 * when an engine says it is stale); map_want is the newest an engine
+	 * named, which the renewer thread fetches. */
+	_Atomic uint32_t map_ver;
+	_Atomic uint32_t map_want;
 };
 
 /* An opened container: requests on it carry its capability (session.c). */
@@ -206,6 +212,9 @@ const char *conn_pool(const lode_conn_t *c);
 
 /* Write the token a request carries into out (the lock held); returns its length. */
 size_t conn_cap_put(lode_conn_t *c, uint16_t op, const struct lode_uuid *cont, uint8_t *out);
+
+/* Fetch the pool map (PoolMapGet) when an engine named a newer version. No lock held. */
+void conn_map_refresh(lode_conn_t *c);
 
 /* Renew the tokens if their time has come (or now, with force). No lock held. */
 void conn_caps_renew(lode_conn_t *c, bool force);

@@ -242,6 +242,7 @@ static void *renewer_main(void *arg)
 			break;
 		pthread_mutex_unlock(&c->renewer_lock);
 		conn_caps_renew(c, false);
+		conn_map_refresh(c);
 		pthread_mutex_lock(&c->renewer_lock);
 	}
 	pthread_mutex_unlock(&c->renewer_lock);
@@ -306,6 +307,8 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	if (rc == 0 && rep->pool_uuid.len == sizeof(c->pool_uuid.b))
 		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
 	c->tok_expires_ms = rep->expires_unix_ms;
+	if (rep->map)
+		atomic_store(&c->map_ver, rep->map->version);
 	atomic_store(&c->renew_at_ms, renew_point(rep->expires_unix_ms, now));
 	if (rc == 0 && pthread_create(&c->renewer, NULL, renewer_main, c) == 0)
 		c->renewer_running = true;
@@ -314,6 +317,27 @@ out:
 	if (rep)
 		protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return rc;
+}
+
+void conn_map_refresh(lode_conn_t *c)
+{
+	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
+	Lode__Mgmt__V1__PoolMap *map = NULL;
+	uint8_t tok[AUTH_CAP_SIZE];
+
+	if (atomic_load(&c->map_want) == 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	memcpy(tok, c->tok, sizeof(tok));
+	pthread_mutex_unlock(&c->lock);
+	if (mgmt_call(c, M("PoolMapGet"), &req.base, &lode__mgmt__v1__pool_map__descriptor, tok,
+		      (ProtobufCMessage **)&map, -ENOENT) == 0) {
+		if (map->version > atomic_load(&c->map_ver))
+			atomic_store(&c->map_ver, map->version);
+		protobuf_c_message_free_unpacked(&map->base, NULL);
+	}
+	atomic_store(&c->map_want, 0);
+	explicit_bzero(tok, sizeof(tok));
 }
 
 void conn_renewer_stop(lode_conn_t *c)

@@ -21,6 +21,8 @@ static const char *const lode_msgs[] = {
 	[LODE_ECAPREVOKED - LODE_ERR_BASE] = "capability revoked",
 	[LODE_ECAPSCOPE - LODE_ERR_BASE] = "capability is for another container, pool or client",
 	[LODE_ECAPRIGHTS - LODE_ERR_BASE] = "capability does not grant the rights this needs",
+	[LODE_ESTALEMAP - LODE_ERR_BASE] = "request placed with an older pool map",
+	[LODE_EFENCED - LODE_ERR_BASE] = "engine is not serving (excluded from the pool map, or cut off from the management service)",
 };
 
 const char *lode_strerror(int rc)

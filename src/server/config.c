@@ -75,6 +75,8 @@ static int rule_bulk(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_inline_max(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_tls(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_cap_lifetime(const struct srv_config *c, char *msg, size_t msglen);
+static int rule_join(const struct srv_config *c, char *msg, size_t msglen);
+static int rule_heartbeat(const struct srv_config *c, char *msg, size_t msglen);
 
 #define FIELD(name) offsetof(struct srv_config, name), sizeof(((struct srv_config *)0)->name)
 
@@ -117,6 +119,16 @@ static const struct setting settings[] = {
 	 "rotate the capability signing key every SEC seconds; 0: never"},
 	{"mgmt_addrfile", "mgmt-addrfile", "FILE", SET_STR, FIELD(mgmt_addrfile), NULL,
 	 "write the management address here once serving"},
+	{"heartbeat_ms", "heartbeat-ms", "MS", SET_NUM, FIELD(heartbeat_ms), NULL,
+	 "joined engines send a heartbeat every MS (50..10000)"},
+	{"grace_ms", "grace-ms", "MS", SET_NUM, FIELD(grace_ms), NULL,
+	 "an engine silent for MS is marked DOWN (> 2 heartbeats)"},
+	{"join", "join", "HOST:PORT", SET_STR, FIELD(join), NULL,
+	 "join the system whose management service is at HOST:PORT"},
+	{"join_cred", "join-cred", "FILE", SET_STR, FIELD(join_cred), NULL,
+	 "with join: credentials of a system admin or node user"},
+	{"join_ca", "join-ca", "FILE", SET_STR, FIELD(join_ca), NULL,
+	 "with join: the CA of the service's TLS certificate"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -400,6 +412,40 @@ static int rule_cap_lifetime(const struct srv_config *c, char *msg, size_t msgle
 	return -EINVAL;
 }
 
+static int rule_heartbeat(const struct srv_config *c, char *msg, size_t msglen)
+{
+	if (c->heartbeat_ms < 50 || c->heartbeat_ms > 10000) {
+		msg_set(msg, msglen, "heartbeat_ms %u is out of range (50..10000)", c->heartbeat_ms);
+		return -EINVAL;
+	}
+	if (c->grace_ms <= 2 * c->heartbeat_ms || c->grace_ms > 600000) {
+		msg_set(msg, msglen,
+			"grace_ms %u must be more than two heartbeats (%u ms) and at most 600000",
+			c->grace_ms, 2 * c->heartbeat_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int rule_join(const struct srv_config *c, char *msg, size_t msglen)
+{
+	if (!c->join[0] && !c->join_cred[0])
+		return 0;
+	if (!c->join[0]) {
+		msg_set(msg, msglen, "join_cred is only for an engine that joins (set join too)");
+		return -EINVAL;
+	}
+	if (!c->join_cred[0]) {
+		msg_set(msg, msglen, "join needs join_cred: the credentials the engine logs in with");
+		return -EINVAL;
+	}
+	if (!strrchr(c->join, ':')) {
+		msg_set(msg, msglen, "join: \"%s\" is not HOST:PORT", c->join);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /*
  * The shapes net_addr_parse accepts, minus a bare IPv6 address: in
  * "fe80::1:7420" nobody can tell whether 7420 is a port, so IPv6 must be
@@ -479,6 +525,8 @@ void srv_config_defaults(struct srv_config *c)
 	c->foreground = true;
 	c->cap_lifetime = 600;
 	c->key_rotate = 86400;
+	c->heartbeat_ms = 500;
+	c->grace_ms = 3000;
 }
 
 int srv_config_check(const struct srv_config *c, char *err, size_t errlen)
@@ -506,6 +554,9 @@ int srv_config_check(const struct srv_config *c, char *err, size_t errlen)
 		msg_set(err, errlen, "tls_cert and tls_key go together: set both or neither");
 		return -EINVAL;
 	}
+	/* Settings that depend on each other, checked once all are read. */
+	if (rule_heartbeat(c, err, errlen) != 0 || rule_join(c, err, errlen) != 0)
+		return -EINVAL;
 	return 0;
 }
 

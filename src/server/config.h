@@ -33,6 +33,12 @@ struct srv_config {
 	unsigned cap_lifetime;  /* capability lifetime in seconds; default 600 */
 	unsigned key_rotate;    /* rotate the signing key every this many seconds; default 86400, 0: never */
 	char mgmt_addrfile[4096]; /* write the management address here once serving; default "" */
+	unsigned heartbeat_ms;  /* joined engines heartbeat this often; default 500 */
+	unsigned grace_ms;      /* an engine silent this long is marked DOWN; default 3000 */
+	/* Joining a system another loded's management service runs (join.c). */
+	char join[256];         /* that service's address; "" (default): host the service here */
+	char join_cred[4096];   /* credentials file (user:, secret:) of a system administrator or a node user */
+	char join_ca[4096];     /* PEM CA the service's TLS certificate is checked with; "": plaintext */
 };
 
 /* Fill c with the defaults above. */

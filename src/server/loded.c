@@ -26,6 +26,7 @@
 #include "lode/lode.h"
 #include "net/net.h"
 #include "server/config.h"
+#include "server/join.h"
 #include "server/srv.h"
 #include "mgmt/mgmt.h"
 
@@ -261,6 +262,29 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 	return 0;
 }
 
+/*
+ * Join the system the management service at cfg->join runs, instead of
+ * hosting one: keys, revocations and the map come from its heartbeats. The
+ * welcome names the service's port, so clients of this engine reach it on
+ * the same host (a multi-host system gives clients the service's address in
+ * their credentials).
+ */
+static int member_host(struct srv *s, struct member **out)
+{
+	const char *port = strrchr(s->cfg->join, ':');
+	char msg[512] = "";
+	int rc;
+
+	if ((rc = member_start(s, out, msg, sizeof(msg))) < 0) {
+		fprintf(stderr, "loded: %s\n", msg[0] ? msg : lode_strerror(rc));
+		return rc;
+	}
+	s->mgmt_port = port ? (uint16_t)atoi(port + 1) : 0;
+	s->mgmt_tls = s->cfg->join_ca[0] != 0;
+	srv_log("member of the system whose management service is %s", s->cfg->join);
+	return 0;
+}
+
 static int transports_of(const struct srv_config *c, uint32_t *bits)
 {
 	uint32_t want;
@@ -279,6 +303,7 @@ int main(int argc, char **argv)
 	static struct srv_config cfg;
 	static struct srv s;
 	mgmt_t *mgmt = NULL;
+	struct member *member = NULL;
 	struct sigaction sa = {0};
 	char err[512], text[64];
 	bool help = false, loopback;
@@ -328,13 +353,14 @@ int main(int argc, char **argv)
 		ucp_cleanup(s.ctx);
 		return 1;
 	}
-	if ((rc = mgmt_host(&cfg, &s, &mgmt)) < 0) {
+	if (cfg.join[0] ? (rc = member_host(&s, &member)) < 0 : (rc = mgmt_host(&cfg, &s, &mgmt)) < 0) {
 		close(lfd);
 		ucp_cleanup(s.ctx);
 		return 1;
 	}
 	if ((rc = srv_start(&s)) < 0) {
 		fprintf(stderr, "loded: start: %s\n", lode_strerror(rc));
+		member_stop(member);
 		mgmt_stop(mgmt);
 		close(lfd);
 		ucp_cleanup(s.ctx);
@@ -373,6 +399,7 @@ int main(int argc, char **argv)
 	while (atomic_load(&greeters))
 		usleep(10000);
 	srv_stop(&s);
+	member_stop(member);
 	mgmt_stop(mgmt);
 	ucp_cleanup(s.ctx);
 	if (cfg.pidfile[0])

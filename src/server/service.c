@@ -1212,6 +1212,35 @@ static int op_authorize(struct srv_op *op, const uint8_t *cap, size_t cap_len)
 	return 0;
 }
 
+/*
+ * The pool map: a fenced engine serves no data (it may be DOWN in a map
+ * that clients already read degraded around), and a request placed with an
+ * older map than the engine's is refused with the engine's version in the
+ * reply, so the client refreshes its map and places it again. Sessions,
+ * pings and status work regardless, so a client can still reach an engine
+ * to learn why. A request with map version 0 is not checked (a client that
+ * has no map: tools, the bootstrap).
+ */
+static int op_map_check(struct srv_op *op)
+{
+	struct srv *s = op->t->s;
+	uint16_t opc = op->hdr.opcode;
+	uint32_t v;
+
+	if (opc == NET_OP_HELLO || opc == NET_OP_BYE || opc == NET_OP_PING || opc == NET_OP_STATUS)
+		return 0;
+	v = atomic_load_explicit(&s->map_ver, memory_order_relaxed);
+	if (atomic_load_explicit(&s->fenced, memory_order_relaxed)) {
+		op->val = v;
+		return -LODE_EFENCED;
+	}
+	if (op->hdr.map_ver && op->hdr.map_ver < v) {
+		op->val = v;
+		return -LODE_ESTALEMAP;
+	}
+	return 0;
+}
+
 /* ---- the Active Message handler ------------------------------------------------ */
 
 static bool op_has_value_in(uint16_t opcode)
@@ -1259,6 +1288,8 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_len,
 		rc = net_args_decode(op->hdr.opcode, op->args, op->hdr.args_len, &op->a);
 		if (rc == 0)
 			rc = op_authorize(op, h + NET_HDR_SIZE, op->hdr.cap_len);
+		if (rc == 0)
+			rc = op_map_check(op);
 	}
 	if (rc == 0 && atomic_load(&t->s->stop))
 		rc = -ESHUTDOWN;

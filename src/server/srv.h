@@ -38,6 +38,12 @@ struct srv {
 	uint16_t mgmt_port;   /* the management service's, for the welcome */
 	bool mgmt_tls;
 	atomic_bool serving;  /* srv_start has returned: the targets may be asked about */
+	/* The pool map as this engine knows it: from the hosted service's hook,
+	 * or from the heartbeats of a joined engine (join.c). */
+	_Atomic uint32_t map_ver; /* 0: no map yet (nothing is refused as stale) */
+	atomic_bool fenced;       /* refuse data requests (-LODE_EFENCED): this engine is DOWN
+				   * or OUT in the map, or a joined engine that has not heard
+				   * from the service within the grace period */
 };
 
 /*

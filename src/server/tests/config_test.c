@@ -350,6 +350,47 @@ static void test_load_bad_number(void **state)
 	expect_bad_yaml("inline_max: 1025K\n", ":1: inline_max:", "too large");
 }
 
+/* Joining another engine's service: the address and credentials go together;
+ * heartbeats and the grace period have ranges and a relation. */
+static void test_join_and_heartbeat(void **state)
+{
+	struct srv_config c;
+	char err[512];
+	bool help;
+
+	(void)state;
+	/* These depend on each other, so srv_config_check judges them. */
+	srv_config_defaults(&c);
+	strcpy(c.join, "127.0.0.1:7000");
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err, "join needs join_cred");
+	strcpy(c.join_cred, "/x");
+	assert_int_equal(srv_config_check(&c, err, sizeof(err)), 0);
+	strcpy(c.join, "nohost");
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err, "not HOST:PORT");
+	c.join[0] = 0;
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err, "set join too");
+	c.join_cred[0] = 0;
+	c.heartbeat_ms = 10;
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err, "out of range (50..10000)");
+	c.heartbeat_ms = 500;
+	c.grace_ms = 900;
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err,
+		   "more than two heartbeats (1000 ms)");
+	srv_config_defaults(&c);
+	assert_int_equal(c.heartbeat_ms, 500);
+	assert_int_equal(c.grace_ms, 3000);
+	assert_string_equal(c.join, "");
+	assert_int_equal(parse(&c, &help, err, sizeof(err), "--join", "10.0.0.1:7421",
+			       "--join-cred", "/etc/lode/engine.cred", "--heartbeat-ms", "100",
+			       "--grace-ms", "250", NULL),
+			 0);
+	assert_int_equal(srv_config_check(&c, err, sizeof(err)), 0);
+	assert_string_equal(c.join, "10.0.0.1:7421");
+	assert_string_equal(c.join_cred, "/etc/lode/engine.cred");
+	assert_int_equal(c.heartbeat_ms, 100);
+	assert_int_equal(c.grace_ms, 250);
+}
+
 static void test_load_overflow(void **state)
 {
 	expect_bad_yaml("capacity: 18446744073709551616\n", ":1: capacity:", "out of range");
@@ -774,6 +815,7 @@ int main(void)
 		cmocka_unit_test(test_load_unknown_key),
 		cmocka_unit_test(test_load_bad_bool),
 		cmocka_unit_test(test_load_bad_number),
+		cmocka_unit_test(test_join_and_heartbeat),
 		cmocka_unit_test(test_load_overflow),
 		cmocka_unit_test(test_load_bad_suffix),
 		cmocka_unit_test(test_load_bad_strings),

@@ -1,0 +1,36 @@
+/*
+ * Membership of a joined engine (join.c): a loded started with --join logs
+ * in to the management service another loded hosts, joins as an engine and
+ * heartbeats; the service's keys, revocations and pool map come back with
+ * every reply.
+ */
+#ifndef LODE_SERVER_JOIN_H
+#define LODE_SERVER_JOIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct srv;
+struct member;
+
+/*
+ * Read the credentials (cfg->join_cred), load or make the engine's uuid, and
+ * make the first attempt: credentials or a join the service refuses fail
+ * with its message in msg; a service that does not answer yet is retried by
+ * the member's thread while the engine stays fenced. On success s->keys and
+ * s->revoked point at the member's copies (valid until member_stop).
+ * Errors: -errno (the credentials file), -EINVAL, -LODE_ECORRUPT (a damaged
+ * engine.uuid), the service's refusal (rpc_status_errno).
+ */
+int member_start(struct srv *s, struct member **out, char *msg, size_t cap);
+
+/* Stop heartbeating and free. The targets must be stopped first. NULL is fine. */
+void member_stop(struct member *m);
+
+/*
+ * The engine's identity: 16 random bytes kept as hex in DIR/engine.uuid,
+ * made (fsync'ed) on the first start. Errors: -errno, -LODE_ECORRUPT, -EIO.
+ */
+int srv_engine_uuid(const char *dir, uint8_t uuid[16], char *msg, size_t cap);
+
+#endif
