@@ -32,6 +32,7 @@ enum lode_err {
 	LODE_ECAPREVOKED, /* the capability's user was revoked after it was issued */
 	LODE_ECAPSCOPE,   /* the capability is for another container, pool or client */
 	LODE_ECAPRIGHTS,  /* the capability does not grant the rights the request needs */
+	LODE_ENOTLEADER,  /* this replica is not the leader of its group; ask the one it names */
 	LODE_ERR_LAST
 };
 

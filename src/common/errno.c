@@ -21,6 +21,7 @@ static const char *const lode_msgs[] = {
 	[LODE_ECAPREVOKED - LODE_ERR_BASE] = "capability revoked",
 	[LODE_ECAPSCOPE - LODE_ERR_BASE] = "capability is for another container, pool or client",
 	[LODE_ECAPRIGHTS - LODE_ERR_BASE] = "capability does not grant the rights this needs",
+	[LODE_ENOTLEADER - LODE_ERR_BASE] = "not the leader: the request must go to the leader replica",
 };
 
 const char *lode_strerror(int rc)
