@@ -35,6 +35,7 @@ enum lode_err {
 	LODE_ESTALEMAP,   /* placed with an older pool map; the reply's val is the engine's version */
 	LODE_EFENCED,     /* the engine is out of the pool map's layout (DOWN or OUT) or has lost
 			   * the management service for longer than the grace period */
+	LODE_ENOTLEADER,  /* this replica is not the leader of its group; ask the one it names */
 	LODE_ERR_LAST
 };
 

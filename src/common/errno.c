@@ -23,6 +23,7 @@ static const char *const lode_msgs[] = {
 	[LODE_ECAPRIGHTS - LODE_ERR_BASE] = "capability does not grant the rights this needs",
 	[LODE_ESTALEMAP - LODE_ERR_BASE] = "request placed with an older pool map",
 	[LODE_EFENCED - LODE_ERR_BASE] = "engine is not serving (excluded from the pool map, or cut off from the management service)",
+	[LODE_ENOTLEADER - LODE_ERR_BASE] = "not the leader: the request must go to the leader replica",
 };
 
 const char *lode_strerror(int rc)
