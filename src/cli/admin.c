@@ -1,6 +1,7 @@
 /*
  * The control-plane commands of `lode`: logging in, pools, containers'
- * properties, tenants, users, groups, ACLs, system status, key rotation.
+ * properties, tenants, users, groups, ACLs, system status, the engines of
+ * the pool map and their states, key rotation.
  *
  * Unlike lode.c, which is a client of liblode's public API alone, these
  * commands talk to the management service itself (lode.mgmt.v1.Mgmt,
@@ -384,6 +385,8 @@ static const char *state_name(Lode__Mgmt__V1__State s)
 		return "DRAIN";
 	case LODE__MGMT__V1__STATE__STATE_NEW:
 		return "NEW";
+	case LODE__MGMT__V1__STATE__STATE_OUT:
+		return "OUT";
 	default:
 		return "UNKNOWN";
 	}
@@ -1087,22 +1090,210 @@ static int cmd_pool_list(struct admin *a)
 	return 0;
 }
 
+/* ---- the pool map and rebuild --------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* a duration in ms as "850ms", "12s", "3m05s", "2h10m" */
+static const char *fmt_duration(char *buf, size_t cap, int64_t ms)
+{
+	int64_t s = ms / 1000;
+
+	if (ms < 1000)
+		snprintf(buf, cap, "%" PRId64 "ms", ms < 0 ? 0 : ms);
+	else if (s < 60)
+		snprintf(buf, cap, "%" PRId64 "s", s);
+	else if (s < 3600)
+		snprintf(buf, cap, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
+	else
+		snprintf(buf, cap, "%" PRId64 "h%02" PRId64 "m", s / 3600, s / 60 % 60);
+	return buf;
+}
+
+/* Does the map have an engine a rebuild is due for (DOWN, DRAIN, NEW)? */
+static bool rebuild_due(const Lode__Mgmt__V1__PoolMap *map)
+{
+	for (size_t i = 0; map && i < map->n_engines; i++) {
+		Lode__Mgmt__V1__State st = map->engines[i]->state;
+
+		if (st == LODE__MGMT__V1__STATE__STATE_DOWN ||
+		    st == LODE__MGMT__V1__STATE__STATE_DRAIN ||
+		    st == LODE__MGMT__V1__STATE__STATE_NEW)
+			return true;
+	}
+	return false;
+}
+
+/* "2/2 UP" or "1/2 UP": an engine's targets in the layout */
+static const char *fmt_targets(char *buf, size_t cap, const Lode__Mgmt__V1__Engine *e)
+{
+	size_t up = 0;
+
+	for (size_t t = 0; t < e->n_targets; t++)
+		up += e->targets[t]->state == LODE__MGMT__V1__STATE__STATE_UP;
+	snprintf(buf, cap, "%zu/%zu UP", up, e->n_targets);
+	return buf;
+}
+
+/* How long ago the engine's last heartbeat was: "host" for the engine that
+ * hosts the service (it sends none), "-" for none since the service started. */
+static const char *fmt_heartbeat(char *buf, size_t cap, const Lode__Mgmt__V1__Engine *e,
+				 int64_t now)
+{
+	char d[32];
+
+	if (e->id == 0)
+		snprintf(buf, cap, "host");
+	else if (e->heartbeat_unix_ms <= 0)
+		snprintf(buf, cap, "-");
+	else
+		snprintf(buf, cap, "%s ago",
+			 fmt_duration(d, sizeof(d), now - e->heartbeat_unix_ms));
+	return buf;
+}
+
+static void engines_print(const Lode__Mgmt__V1__PoolMap *map, const char *indent)
+{
+	int64_t now = now_ms();
+	int w = 7;
+
+	for (size_t i = 0; i < map->n_engines; i++)
+		if ((int)strlen(map->engines[i]->address) > w)
+			w = (int)strlen(map->engines[i]->address);
+	printf("%s%4s  %-*s  %-5s  %-9s  %s\n", indent, "id", w, "address", "state", "targets",
+	       "heartbeat");
+	for (size_t i = 0; i < map->n_engines; i++) {
+		const Lode__Mgmt__V1__Engine *e = map->engines[i];
+		char t[32], h[48];
+
+		printf("%s%4" PRIu32 "  %-*s  %-5s  %-9s  %s\n", indent, e->id, w, e->address,
+		       state_name(e->state), fmt_targets(t, sizeof(t), e),
+		       fmt_heartbeat(h, sizeof(h), e, now));
+	}
+}
+
+/*
+ * The rebuild line(s): while one is due or running, a bar of its progress
+ * (bytes when the engines count them, else objects) and an estimate of the
+ * time left from the rate so far; else the last one that completed.
+ */
+static void rebuild_print(const Lode__Mgmt__V1__RebuildStatus *r,
+			  const Lode__Mgmt__V1__PoolMap *map)
+{
+	enum { BAR = 30 };
+	char bar[BAR + 1], a[32], b[32], when[64], left[32];
+	double frac = 0, done = 0, total = 0;
+	int64_t now = now_ms(), elapsed;
+	bool bytes = r->bytes_total > 0;
+
+	if (!rebuild_due(map) && !r->running) {
+		if (r->map_version == 0)
+			printf("rebuild     none has run\n");
+		else
+			printf("rebuild     to version %" PRIu32 " done%s%s\n", r->map_version,
+			       r->finished_unix_ms ? " at " : "",
+			       r->finished_unix_ms
+				       ? fmt_time(when, sizeof(when), r->finished_unix_ms)
+				       : "");
+		return;
+	}
+	done = bytes ? (double)r->bytes_done : (double)r->objects_done;
+	total = bytes ? (double)r->bytes_total : (double)r->objects_total;
+	if (total > 0)
+		frac = done >= total ? 1.0 : done / total;
+	for (int i = 0; i < BAR; i++)
+		bar[i] = i < (int)(frac * BAR + 0.5) ? '#' : '-';
+	bar[BAR] = '\0';
+	printf("rebuild     to version %" PRIu32 "%s: [%s] %5.1f%%\n", r->map_version,
+	       r->running ? ", running" : "", bar, 100.0 * frac);
+	if (bytes)
+		printf("            %s of %s", fmt_size(a, sizeof(a), r->bytes_done),
+		       fmt_size(b, sizeof(b), r->bytes_total));
+	else
+		printf("            %" PRIu64 " of %" PRIu64 " objects", r->objects_done,
+		       r->objects_total);
+	printf(", %" PRIu32 " engine%s pending", r->engines_pending,
+	       r->engines_pending == 1 ? "" : "s");
+	elapsed = r->started_unix_ms > 0 ? now - r->started_unix_ms : 0;
+	if (elapsed > 0 && done > 0 && total > done)
+		printf(", about %s left",
+		       fmt_duration(left, sizeof(left),
+				    (int64_t)((total - done) * (double)elapsed / done)));
+	else if (r->started_unix_ms <= 0)
+		printf(", not started");
+	printf("\n");
+	if (r->errno_value)
+		printf("            error: %s\n", lode_strerror(r->errno_value));
+}
+
+static void pool_query_print(const Lode__Mgmt__V1__PoolInfo *p)
+{
+	pool_print(p);
+	if (!p->map)
+		return;
+	printf("pool map    version %" PRIu32 ", %zu engine%s\n", p->map->version,
+	       p->map->n_engines, p->map->n_engines == 1 ? "" : "s");
+	engines_print(p->map, "  ");
+	if (p->rebuild)
+		rebuild_print(p->rebuild, p->map);
+}
+
+static volatile sig_atomic_t watch_stop;
+
+static void watch_on_signal(int sig)
+{
+	(void)sig;
+	watch_stop = 1;
+}
+
+/* `pool query`, and with --watch the same every second (the screen cleared
+ * first on a terminal) until no rebuild is due, or Ctrl-C. */
 static int cmd_pool_query(struct admin *a)
 {
 	Lode__Mgmt__V1__PoolRef req = LODE__MGMT__V1__POOL_REF__INIT;
-	Lode__Mgmt__V1__PoolInfo *rep = NULL;
-	int rc;
+	bool watch = opt(a, "watch") != NULL, tty = isatty(STDOUT_FILENO);
+	struct sigaction sa = {.sa_handler = watch_on_signal}, old_int;
+	int rc = 0;
 
+	if (watch && a->json)
+		return usage(a, "--watch and --json do not go together");
 	req.label = a->argv[0];
-	if ((rc = call(a, M("PoolQuery"), &req.base, &lode__mgmt__v1__pool_info__descriptor, &rep,
-		       -ENOENT, "pool %s", req.label)))
-		return rc;
-	if (a->json)
-		json_print(&rep->base);
-	else
-		pool_print(rep);
-	reply_free(rep);
-	return 0;
+	if (watch)
+		sigaction(SIGINT, &sa, &old_int);
+	for (;;) {
+		Lode__Mgmt__V1__PoolInfo *rep = NULL;
+		bool due;
+
+		if ((rc = call(a, M("PoolQuery"), &req.base, &lode__mgmt__v1__pool_info__descriptor,
+			       &rep, -ENOENT, "pool %s", req.label)))
+			break;
+		due = rebuild_due(rep->map) || (rep->rebuild && rep->rebuild->running);
+		if (watch && tty)
+			printf("\033[H\033[2J");
+		if (a->json)
+			json_print(&rep->base);
+		else
+			pool_query_print(rep);
+		fflush(stdout);
+		reply_free(rep);
+		if (!watch || !due || watch_stop)
+			break;
+		for (int i = 0; i < 10 && !watch_stop; i++)
+			usleep(100 * 1000);
+		if (watch_stop)
+			break;
+		if (!tty)
+			printf("\n");
+	}
+	if (watch)
+		sigaction(SIGINT, &old_int, NULL);
+	return rc;
 }
 
 static int cmd_pool_destroy(struct admin *a)
@@ -1615,6 +1806,68 @@ static int cmd_system_status(struct admin *a)
 	return 0;
 }
 
+static int cmd_system_engines(struct admin *a)
+{
+	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
+	Lode__Mgmt__V1__PoolMap *rep = NULL;
+	int rc;
+
+	if ((rc = call(a, M("PoolMapGet"), &req.base, &lode__mgmt__v1__pool_map__descriptor, &rep,
+		       -ENOENT, "system engines")))
+		return rc;
+	if (a->json) {
+		json_print(&rep->base);
+	} else {
+		printf("pool map version %" PRIu32 ", heartbeat every %" PRIu32
+		       " ms, DOWN after %" PRIu32 " ms of silence\n",
+		       rep->version, rep->heartbeat_ms, rep->grace_ms);
+		engines_print(rep, "");
+	}
+	reply_free(rep);
+	return 0;
+}
+
+/* exclude, drain, reintegrate: EngineSetState with what each means. */
+static int engine_state_set(struct admin *a, Lode__Mgmt__V1__State to, const char *what)
+{
+	Lode__Mgmt__V1__EngineStateRequest req = LODE__MGMT__V1__ENGINE_STATE_REQUEST__INIT;
+	Lode__Mgmt__V1__Engine *rep = NULL;
+	const char *arg = a->argv[0];
+	char *end;
+	unsigned long id;
+	int rc;
+
+	errno = 0;
+	id = strtoul(arg, &end, 10);
+	if (!*arg || *end || arg[0] == '-' || arg[0] == '+' || errno || id > UINT32_MAX)
+		return usage(a, "ID is an engine's id, a number like 1 (lode system engines lists "
+				"them), not '%s'",
+			     arg);
+	req.engine_id = (uint32_t)id;
+	req.state = to;
+	if ((rc = call(a, M("EngineSetState"), &req.base, &lode__mgmt__v1__engine__descriptor,
+		       &rep, -ENOENT, "%s engine %lu", what, id)))
+		return rc;
+	printf("engine %" PRIu32 " (%s) is %s\n", rep->id, rep->address, state_name(rep->state));
+	reply_free(rep);
+	return 0;
+}
+
+static int cmd_system_exclude(struct admin *a)
+{
+	return engine_state_set(a, LODE__MGMT__V1__STATE__STATE_DOWN, "exclude");
+}
+
+static int cmd_system_drain(struct admin *a)
+{
+	return engine_state_set(a, LODE__MGMT__V1__STATE__STATE_DRAIN, "drain");
+}
+
+static int cmd_system_reintegrate(struct admin *a)
+{
+	return engine_state_set(a, LODE__MGMT__V1__STATE__STATE_UP, "reintegrate");
+}
+
 static int cmd_key_rotate(struct admin *a)
 {
 	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
@@ -1662,7 +1915,7 @@ static const struct verb verbs[] = {
 	{"whoami", "json", 0, cmd_whoami},
 	{"pool create", "size= targets=", V_MGMT, cmd_pool_create},
 	{"pool list", "json", V_MGMT, cmd_pool_list},
-	{"pool query", "json", V_MGMT, cmd_pool_query},
+	{"pool query", "json watch", V_MGMT, cmd_pool_query},
 	{"pool destroy", "force", V_MGMT, cmd_pool_destroy},
 	{"cont create", "class= chunk-size= checksum= encrypt crypt-block=", 0, cmd_cont_create},
 	{"cont query", "json", V_MGMT, cmd_cont_query},
@@ -1682,6 +1935,10 @@ static const struct verb verbs[] = {
 	{"acl set", "", V_MGMT, cmd_acl_set},
 	{"acl get", "json", V_MGMT, cmd_acl_get},
 	{"system status", "json", V_MGMT, cmd_system_status},
+	{"system engines", "json", V_MGMT, cmd_system_engines},
+	{"system exclude", "", V_MGMT, cmd_system_exclude},
+	{"system drain", "", V_MGMT, cmd_system_drain},
+	{"system reintegrate", "", V_MGMT, cmd_system_reintegrate},
 	{"key rotate", "", V_MGMT, cmd_key_rotate},
 };
 

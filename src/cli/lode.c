@@ -1026,8 +1026,13 @@ static const struct cmd cmds[] = {
 	 "  --targets LIST  the targets it spans, like 0,1,2 (default: all)",
 	 NULL},
 	{"pool list", "", 0, 0, CMD_ADMIN | CMD_JSON, "list the pools", NULL, NULL},
-	{"pool query", "NAME", 1, 1, CMD_ADMIN | CMD_JSON, "a pool's size, use, targets and uuid",
-	 NULL, NULL},
+	{"pool query", "NAME [--watch]", 1, 1, CMD_ADMIN | CMD_JSON,
+	 "a pool's size, use, targets, uuid, pool map and rebuild",
+	 "Shows the pool map (its version and every engine's state) and the rebuild:\n"
+	 "while one is due (an engine DOWN, DRAIN or NEW) or running, its progress\n"
+	 "and an estimate of the time left from the rate so far.\n\n"
+	 "  --watch  show it again every second until no rebuild is due (or Ctrl-C)",
+	 NULL},
 	{"pool destroy", "NAME [--force]", 1, 1, CMD_ADMIN, "destroy a pool",
 	 "--force destroys it even when it holds containers, and them with it.", NULL},
 	{"cont create", "LABEL [OPTIONS]", 1, 1, CMD_ADMIN, "create a container",
@@ -1130,6 +1135,23 @@ static const struct cmd cmds[] = {
 	 NULL, NULL},
 	{"system status", "", 0, 0, CMD_ADMIN | CMD_JSON,
 	 "engines, targets, load, pools, signing key", NULL, NULL},
+	{"system engines", "", 0, 0, CMD_ADMIN | CMD_JSON,
+	 "the engines of the pool map: state, targets, last heartbeat",
+	 "Engine 0 hosts the management service and sends no heartbeats (\"host\").\n"
+	 "States: UP serving; DOWN silent or excluded (its data read degraded until\n"
+	 "rebuilt elsewhere, then OUT); DRAIN leaving by plan; NEW joined, waiting to\n"
+	 "be integrated; OUT no longer in the layout.",
+	 NULL},
+	{"system exclude", "ID", 1, 1, CMD_ADMIN, "take engine ID out as if it had died (DOWN)",
+	 "Needs a system administrator. The engine must be UP; its data is rebuilt\n"
+	 "elsewhere, then it is OUT. Engine 0 (the host of the service) cannot go.",
+	 NULL},
+	{"system drain", "ID", 1, 1, CMD_ADMIN, "move engine ID's data away, then remove it",
+	 "Needs a system administrator. The engine must be UP; it keeps serving while\n"
+	 "its data is copied away, then it is OUT. Engine 0 cannot be drained.",
+	 NULL},
+	{"system reintegrate", "ID", 1, 1, CMD_ADMIN, "bring engine ID back UP",
+	 "Needs a system administrator. The engine must be DOWN or OUT.", NULL},
 	{"key rotate", "", 0, 0, CMD_ADMIN,
 	 "sign capabilities with a new key from now on",
 	 "Needs a system administrator. Capabilities signed by the older keys stay\n"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The control-plane commands of `lode` end to end against a real loded:
 # login and logout, whoami, pools, containers with properties, tenants,
-# users, groups, ACLs, system status and key rotation. Every success path
+# users, groups, ACLs, system status, the engines of the pool map (listed,
+# and the refusals of exclude, drain and reintegrate on a single-engine
+# system) and key rotation. Every success path
 # has its output checked; the refusals are checked for their exit status
 # (1 failure, 2 usage) and their one-line message, and what a refused
 # request would have changed is read back.
@@ -77,7 +79,8 @@ check help 0 "$lode" --help
 for c in login logout whoami "pool create" "pool list" "pool query" "pool destroy" \
 	"cont create" "cont query" "tenant create" "tenant list" "tenant destroy" "user create" \
 	"user list" "user revoke" "user restore" "user passwd" "group create" "group add" \
-	"group remove" "group list" "acl set" "acl get" "system status" "key rotate"; do
+	"group remove" "group list" "acl set" "acl get" "system status" "system engines" \
+	"system exclude" "system drain" "system reintegrate" "key rotate"; do
 	grep -q "^  $c " "$dir/out" || failed "help does not list '$c'"
 done
 check help-pool-create 0 "$lode" help pool create
@@ -121,6 +124,48 @@ check system-status-json 0 A system status --json
 has system-status-json '"signing_key_id":[0-9]+'
 has system-status-json '"engines":\[\{"id":0,'
 has system-status-json '"state":"STATE_UP"'
+
+# ---- the pool map: one engine, the host, which cannot be taken out ----
+check help-exclude 0 "$lode" help system exclude
+has help-exclude "^usage: lode system exclude ID"
+check help-pool-query 0 "$lode" help pool query
+has help-pool-query "--watch"
+check system-engines 0 A system engines
+has system-engines "^pool map version [0-9]+, heartbeat every 500 ms, DOWN after 3000 ms of silence$"
+has system-engines "^ +id +address +state +targets +heartbeat$"
+has system-engines "^ +0 +127\.0\.0\.1:[0-9]+ +UP +[0-9]+/[0-9]+ UP +host$"
+check system-engines-json 0 A system engines --json
+has system-engines-json '"engines":\[\{"id":0,"address":"127\.0\.0\.1:[0-9]+","state":"STATE_UP"'
+check exclude-host 1 A system exclude 0
+check_err exclude-host "exclude engine 0: engine 0 hosts the management service: it cannot be set DOWN$"
+check drain-host 1 A system drain 0
+check_err drain-host "drain engine 0: engine 0 hosts the management service: it cannot be set DRAIN$"
+check reintegrate-host 1 A system reintegrate 0
+check_err reintegrate-host "reintegrate engine 0: engine 0 is UP: it cannot go UP$"
+check exclude-missing 1 A system exclude 7
+check_err exclude-missing "exclude engine 7: no engine 7$"
+check exclude-bad-id 2 A system exclude x1
+check_usage exclude-bad-id "ID is an engine's id, a number like 1"
+check exclude-negative-id 2 A system exclude -- -1
+check_usage exclude-negative-id "not '-1'"
+check exclude-huge-id 2 A system reintegrate 4294967296
+check_usage exclude-huge-id "not '4294967296'"
+check exclude-no-id 2 A system exclude
+check_usage exclude-no-id "system exclude: missing arguments"
+check system-engines-after 0 A system engines
+has system-engines-after "^ +0 +127\.0\.0\.1:[0-9]+ +UP "
+check pool-query-map 0 A pool query default
+has pool-query-map "^pool map +version [0-9]+, 1 engine$"
+has pool-query-map "^ +0 +127\.0\.0\.1:[0-9]+ +UP +[0-9]+/[0-9]+ UP +host$"
+has pool-query-map "^rebuild +none has run$"
+# Nothing is due: --watch shows it once and ends.
+check pool-query-watch 0 timeout 20 "$lode" --addr "$addr" pool query default --watch
+has pool-query-watch "^rebuild +none has run$"
+check pool-query-watch-json 2 A pool query default --watch --json
+check_usage pool-query-watch-json "--watch and --json do not go together"
+check pool-query-map-json 0 A pool query default --json
+has pool-query-map-json '"map":\{"version":[0-9]+,"engines":\[\{"id":0,'
+has pool-query-map-json '"rebuild":\{'
 
 # ---- pools ----
 check pool-list 0 A pool list
@@ -494,6 +539,12 @@ check logged-out-whoami 1 me whoami
 check_err logged-out-whoami "whoami: not logged in"
 check logged-out-data 1 me cont list
 check logged-out-admin 1 me pool list
+
+# ---- engines: a system administrator's business ----
+check bob-exclude 1 B system exclude 0
+check_err bob-exclude "exclude engine 0: permission denied: changing an engine's state needs a system administrator$"
+check bob-engines 0 B system engines
+has bob-engines "^ +0 +127\.0\.0\.1:[0-9]+ +UP "
 
 # ---- tenants go ----
 check tenant-destroy-busy 1 A tenant destroy t1

@@ -256,57 +256,165 @@ static Lode__Mgmt__V1__ContInfo *cont_msg(struct rb *b, const ms_state *s, const
 	return r;
 }
 
-/* The pool map: this engine (id 0) and its targets. */
+static Lode__Mgmt__V1__Target *target_msg(struct rb *b, uint32_t id, unsigned state,
+					  const struct mgmt_target_info *ti)
+{
+	Lode__Mgmt__V1__Target *t = rb_msg(b, &lode__mgmt__v1__target__descriptor);
+
+	if (!t)
+		return NULL;
+	t->id = id;
+	t->state = (Lode__Mgmt__V1__State)state; /* layout's states are the API's numbers */
+	if (ti) {
+		t->capacity = ti->capacity;
+		t->used = ti->used;
+		t->requests = ti->requests;
+		t->errors = ti->errors;
+		t->load = ti->load;
+		t->ram = ti->ram;
+	}
+	return t;
+}
+
+/*
+ * One engine of the map: its record, its states, and its targets' live
+ * numbers (the host's from hooks->targets, the others' from their last
+ * heartbeat). Adds what its targets hold to *capacity and *used unless it
+ * is OUT.
+ */
+static Lode__Mgmt__V1__Engine *engine_msg(struct rb *b, struct mgmt *m,
+					  const struct layout_engine *le,
+					  const struct mgmt_target_info *host, unsigned nhost,
+					  uint64_t *capacity, uint64_t *used)
+{
+	Lode__Mgmt__V1__Engine *e = rb_msg(b, &lode__mgmt__v1__engine__descriptor);
+	const ms_engine *rec = ms_engine_by_id(m->st.s, le->id);
+	const struct mgmt_engine_live *l = NULL;
+
+	if (!e)
+		return NULL;
+	for (size_t i = 0; i < m->nlive && !l; i++)
+		if (m->live[i].id == le->id)
+			l = &m->live[i];
+	e->id = le->id;
+	e->address = rb_str(b, rec ? rec->address : "");
+	e->state = (Lode__Mgmt__V1__State)le->state;
+	if (rec)
+		rb_bytes(b, &e->uuid, rec->uuid.data, rec->uuid.len);
+	e->heartbeat_unix_ms = le->id == MGMT_HOST_ENGINE || !l ? 0 : l->heartbeat_ms;
+	e->targets = rb_array(b, le->ntgts, sizeof(*e->targets));
+	for (unsigned i = 0; e->targets && i < le->ntgts; i++) {
+		const struct mgmt_target_info *ti = NULL;
+		Lode__Mgmt__V1__Target *t;
+
+		if (le->id == MGMT_HOST_ENGINE) {
+			for (unsigned j = 0; j < nhost && !ti; j++)
+				if (host[j].id == i)
+					ti = &host[j];
+		} else if (l && i < l->ntargets) {
+			ti = &l->targets[i];
+		}
+		t = target_msg(b, i, le->tgt[i], ti);
+		if (!t)
+			break;
+		e->targets[e->n_targets++] = t;
+		if (ti && le->state != LAYOUT_OUT) {
+			*capacity += ti->capacity;
+			*used += ti->used;
+		}
+	}
+	return e;
+}
+
+/* The pool map: every engine, in slot (= id) order, with their targets;
+ * *capacity and *used sum the targets of the engines that are not OUT. */
 static Lode__Mgmt__V1__PoolMap *map_msg(struct rb *b, struct mgmt *m, uint64_t *capacity,
 					uint64_t *used)
 {
-	Lode__Mgmt__V1__PoolMap *map = rb_msg(b, &lode__mgmt__v1__pool_map__descriptor);
-	struct mgmt_target_info *ti = calloc(MGMT_TARGETS_MAX, sizeof(*ti));
-	Lode__Mgmt__V1__Engine *e = rb_msg(b, &lode__mgmt__v1__engine__descriptor);
-	unsigned n;
+	Lode__Mgmt__V1__PoolMap *r = rb_msg(b, &lode__mgmt__v1__pool_map__descriptor);
+	struct mgmt_target_info *host = calloc(MGMT_TARGETS_MAX, sizeof(*host));
+	struct layout_map *map = NULL;
+	unsigned nhost = 0;
 	bool live;
 
 	*capacity = *used = 0;
-	if (!map || !ti || !e) {
+	if (!r || !host || mgmt_map_load(m, &map)) {
 		b->oom = true;
-		free(ti);
-		if (e)
-			protobuf_c_message_free_unpacked(&e->base, NULL);
-		return map;
+		free(host);
+		return r;
 	}
-	map->version = 1;
-	map->engines = rb_array(b, 1, sizeof(*map->engines));
-	if (!map->engines) {
-		free(ti);
-		protobuf_c_message_free_unpacked(&e->base, NULL);
-		return map;
-	}
-	map->engines[map->n_engines++] = e;
-	e->id = 0;
-	e->address = rb_str(b, m->engine_addr ? m->engine_addr : "");
-	e->state = LODE__MGMT__V1__STATE__STATE_UP;
-	n = mgmt_targets_get(m, ti, MGMT_TARGETS_MAX, &live);
-	e->targets = rb_array(b, n, sizeof(*e->targets));
-	for (unsigned i = 0; e->targets && i < n; i++) {
-		Lode__Mgmt__V1__Target *t = rb_msg(b, &lode__mgmt__v1__target__descriptor);
+	nhost = mgmt_targets_get(m, host, MGMT_TARGETS_MAX, &live);
+	r->version = (uint32_t)map->version;
+	r->heartbeat_ms = m->heartbeat_ms;
+	r->grace_ms = m->grace_ms;
+	r->engines = rb_array(b, map->nengines, sizeof(*r->engines));
+	for (uint32_t i = 0; r->engines && i < map->nengines; i++) {
+		Lode__Mgmt__V1__Engine *e =
+			engine_msg(b, m, &map->engines[i], host, nhost, capacity, used);
 
-		if (!t)
+		if (!e)
 			break;
-		t->id = ti[i].id;
-		t->state =
-			live ? LODE__MGMT__V1__STATE__STATE_UP : LODE__MGMT__V1__STATE__STATE_NEW;
-		t->capacity = ti[i].capacity;
-		t->used = ti[i].used;
-		t->requests = ti[i].requests;
-		t->errors = ti[i].errors;
-		t->load = ti[i].load;
-		t->ram = ti[i].ram;
-		e->targets[e->n_targets++] = t;
-		*capacity += ti[i].capacity;
-		*used += ti[i].used;
+		r->engines[r->n_engines++] = e;
 	}
-	free(ti);
-	return map;
+	layout_map_free(map);
+	free(host);
+	return r;
+}
+
+/* Every signing key of the keyring and every revocation: what an engine
+ * needs to check capabilities as the service does. */
+static void keys_msg(struct rb *b, const ms_state *s, Lode__Mgmt__V1__SigningKeyInfo ***keys,
+		     size_t *nkeys, Lode__Mgmt__V1__RevocationInfo ***revs, size_t *nrevs)
+{
+	*keys = rb_array(b, s->n_keys, sizeof(**keys));
+	for (size_t i = 0; *keys && i < s->n_keys; i++) {
+		Lode__Mgmt__V1__SigningKeyInfo *k =
+			rb_msg(b, &lode__mgmt__v1__signing_key_info__descriptor);
+
+		if (!k)
+			break;
+		k->id = s->keys[i]->id;
+		rb_bytes(b, &k->key, s->keys[i]->key.data, s->keys[i]->key.len);
+		k->retired_unix_ms = s->keys[i]->retired_unix_ms;
+		(*keys)[(*nkeys)++] = k;
+	}
+	*revs = rb_array(b, s->n_revocations, sizeof(**revs));
+	for (size_t i = 0; *revs && i < s->n_revocations; i++) {
+		Lode__Mgmt__V1__RevocationInfo *v =
+			rb_msg(b, &lode__mgmt__v1__revocation_info__descriptor);
+
+		if (!v)
+			break;
+		v->user = s->revocations[i]->user;
+		v->before_unix_ms = s->revocations[i]->before_unix_ms;
+		(*revs)[(*nrevs)++] = v;
+	}
+}
+
+static Lode__Mgmt__V1__RebuildStatus *rebuild_msg(struct rb *b, struct mgmt *m)
+{
+	Lode__Mgmt__V1__RebuildStatus *r = rb_msg(b, &lode__mgmt__v1__rebuild_status__descriptor);
+	struct layout_map *map = NULL;
+	struct mgmt_rebuild_info ri;
+	uint32_t pending;
+
+	if (!r || mgmt_map_load(m, &map)) {
+		b->oom = true;
+		return r;
+	}
+	mgmt_rebuild_sum(m, map, &ri, &pending);
+	layout_map_free(map);
+	r->map_version = ri.map_version;
+	r->running = ri.running;
+	r->objects_done = ri.objects_done;
+	r->objects_total = ri.objects_total;
+	r->bytes_done = ri.bytes_done;
+	r->bytes_total = ri.bytes_total;
+	r->started_unix_ms = ri.started_unix_ms;
+	r->finished_unix_ms = ri.finished_unix_ms;
+	r->errno_value = ri.errno_value;
+	r->engines_pending = pending;
+	return r;
 }
 
 /* ---- names, principals, resources --------------------------------------------------- */
@@ -544,8 +652,10 @@ static int cap_user(struct mgmt *m, const struct auth_cap *cap, ms_user **u, cha
 	return RPC_OK;
 }
 
-static int caller_get(struct mgmt *m, const struct rpc_call_info *ci, struct caller *who, char *msg,
-		      size_t msg_cap)
+/* The caller as its capability says; any_scope lets a container-scoped
+ * token through (PoolMapGet: what every client may read). */
+static int caller_get(struct mgmt *m, const struct rpc_call_info *ci, bool any_scope,
+		      struct caller *who, char *msg, size_t msg_cap)
 {
 	static const uint8_t zero[16];
 	int rc, st;
@@ -556,7 +666,7 @@ static int caller_get(struct mgmt *m, const struct rpc_call_info *ci, struct cal
 		return cap_error(rc, msg, msg_cap);
 	/* Management calls act as the user; a token narrowed to one container
 	 * (handed to a program to do I/O there) must not do more than that. */
-	if (memcmp(who->cap.cont.b, zero, 16) != 0)
+	if (!any_scope && memcmp(who->cap.cont.b, zero, 16) != 0)
 		return fail(msg, msg_cap, RPC_PERMISSION_DENIED,
 			    "a container capability cannot make management calls: use the one from "
 			    "Connect");
@@ -838,13 +948,20 @@ static int op_pool_query(struct mgmt *m, const struct caller *who, const void *i
 {
 	const Lode__Mgmt__V1__PoolRef *req = in;
 	const ms_pool *p = pool_get(m->st.s, req->label);
+	Lode__Mgmt__V1__PoolInfo *r;
+	uint64_t capacity, used;
 	struct rb b = {0};
 
 	if (!p)
 		return fail(msg, msg_cap, RPC_NOT_FOUND, "no pool %s", req->label);
 	if (!pool_visible(m->st.s, who, p))
 		return fail(msg, msg_cap, RPC_PERMISSION_DENIED, "no rights on pool %s", p->label);
-	return rb_done(&b, pool_msg(&b, m->st.s, p), reply, msg, msg_cap);
+	r = pool_msg(&b, m->st.s, p);
+	if (r) {
+		r->map = map_msg(&b, m, &capacity, &used);
+		r->rebuild = rebuild_msg(&b, m);
+	}
+	return rb_done(&b, r, reply, msg, msg_cap);
 }
 
 static int op_pool_destroy(struct mgmt *m, const struct caller *who, const void *in,
@@ -1575,10 +1692,329 @@ static int op_rotate_key(struct mgmt *m, const struct caller *who, const void *i
 	return rb_done(&b, r, reply, msg, msg_cap);
 }
 
+/* ---- the pool map ---------------------------------------------------------------------------- */
+
+/* Engines join and heartbeat as a node user of tenant system (the
+ * engine's own credentials) or as a system administrator. */
+static int engine_caller_check(const ms_state *s, const struct caller *who, const char *what,
+			       char *msg, size_t msg_cap)
+{
+	if (who->sys || (who->u->node && strcmp(who->t->name, MS_SYSTEM_TENANT) == 0))
+		return RPC_OK;
+	return fail(msg, msg_cap, RPC_PERMISSION_DENIED,
+		    "%s needs a system administrator or a node user of tenant system", what);
+}
+
+/* "host:port": a host (a name, an address or [v6]) and a port 1..65535. */
+static bool address_valid(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	char *end;
+	unsigned long port;
+
+	if (!colon || colon == a || strlen(a) > 255)
+		return false;
+	if (a[0] == '[' && colon[-1] != ']')
+		return false;
+	for (const char *p = a; p < colon; p++)
+		if (*p <= ' ' || *p > '~')
+			return false;
+	if (colon[1] < '0' || colon[1] > '9')
+		return false;
+	port = strtoul(colon + 1, &end, 10);
+	return *end == '\0' && port >= 1 && port <= 65535;
+}
+
+#define ENGINE_TARGETS_MAX 64 /* what EngineJoin takes */
+
+static int op_engine_join(struct mgmt *m, const struct caller *who, const void *in,
+			  ProtobufCMessage **reply, char *msg, size_t msg_cap)
+{
+	static const uint8_t zero[16];
+	const Lode__Mgmt__V1__EngineJoinRequest *req = in;
+	ms_state *s = m->st.s;
+	Lode__Mgmt__V1__EngineJoinReply *r;
+	struct layout_map *map = NULL;
+	uint64_t capacity, used;
+	int64_t now = mgmt_now_ms(m);
+	struct rb b = {0};
+	bool changed = false;
+	ms_engine *e;
+	uint32_t id;
+	uint64_t v0;
+	int st, rc;
+
+	st = engine_caller_check(s, who, "joining an engine", msg, msg_cap);
+	if (st)
+		return st;
+	if (req->uuid.len != 16 || memcmp(req->uuid.data, zero, 16) == 0)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+			    "an engine uuid is 16 bytes, not all zero (got %zu)", req->uuid.len);
+	if (!address_valid(req->address))
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT, "bad address \"%.64s\": host:port",
+			    req->address);
+	if (req->ntargets < 1 || req->ntargets > ENGINE_TARGETS_MAX)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT, "%u targets: an engine has 1 to %d",
+			    req->ntargets, ENGINE_TARGETS_MAX);
+	rc = mgmt_map_load(m, &map);
+	if (rc)
+		return fail(msg, msg_cap, RPC_INTERNAL, "the pool map: %s", lode_strerror(rc));
+	v0 = map->version;
+	e = ms_engine_by_uuid(s, req->uuid.data);
+	if (e) {
+		/* A restarted engine: its id back, its state as it was. */
+		if (e->ntargets != req->ntargets) {
+			st = fail(msg, msg_cap, RPC_FAILED_PRECONDITION,
+				  "engine %u joined with %u targets, not %u: an engine's targets "
+				  "are fixed",
+				  e->id, e->ntargets, req->ntargets);
+			goto out;
+		}
+		if (strcmp(e->address, req->address) != 0) {
+			if (ms_str_set(&e->address, req->address)) {
+				st = fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
+				goto out;
+			}
+			changed = true;
+		}
+	} else {
+		/* Nothing to move while no container exists: straight into the
+		 * layout, unless an engine already waits (NEW ones go last). */
+		bool up = s->n_containers == 0 && layout_map_count(map, LAYOUT_NEW) == 0;
+
+		if (s->next_engine_id == UINT32_MAX) {
+			st = fail(msg, msg_cap, RPC_RESOURCE_EXHAUSTED, "no engine ids left");
+			goto out;
+		}
+		id = s->next_engine_id;
+		rc = layout_map_engine_add(map, id, req->ntargets, up ? LAYOUT_UP : LAYOUT_NEW);
+		if (rc == -E2BIG) {
+			st = fail(msg, msg_cap, RPC_RESOURCE_EXHAUSTED, "the pool map is full");
+			goto out;
+		}
+		e = rc ? NULL
+		       : ms_engine_add(s, id, req->uuid.data, req->address, req->ntargets, now);
+		if (!e) {
+			mgmt_state_rollback(&m->st);
+			st = fail(msg, msg_cap, RPC_INTERNAL, "adding the engine: %s",
+				  lode_strerror(rc ? rc : -ENOMEM));
+			goto out;
+		}
+		s->next_engine_id++;
+		changed = true;
+	}
+	id = e->id;
+	if (!mgmt_live_get(m, id, now)) {
+		mgmt_state_rollback(&m->st);
+		st = fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (changed) {
+		map->version = v0 + 1;
+		rc = mgmt_map_commit(m, map);
+		if (rc) {
+			st = fail_commit(msg, msg_cap, rc);
+			goto out;
+		}
+	}
+	/* Joining is a sign of life. */
+	mgmt_live_get(m, id, now)->silent_since_ms = now;
+	r = rb_msg(&b, &lode__mgmt__v1__engine_join_reply__descriptor);
+	if (r) {
+		r->engine_id = id;
+		r->map = map_msg(&b, m, &capacity, &used);
+		keys_msg(&b, m->st.s, &r->keys, &r->n_keys, &r->revocations, &r->n_revocations);
+	}
+	st = rb_done(&b, r, reply, msg, msg_cap);
+out:
+	layout_map_free(map);
+	return st;
+}
+
+static void rebuild_take(struct mgmt_rebuild_info *ri, const Lode__Mgmt__V1__RebuildStatus *r)
+{
+	ri->map_version = r->map_version;
+	ri->running = r->running;
+	ri->objects_done = r->objects_done;
+	ri->objects_total = r->objects_total;
+	ri->bytes_done = r->bytes_done;
+	ri->bytes_total = r->bytes_total;
+	ri->started_unix_ms = r->started_unix_ms;
+	ri->finished_unix_ms = r->finished_unix_ms;
+	ri->errno_value = r->errno_value;
+}
+
+static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const void *in,
+			       ProtobufCMessage **reply, char *msg, size_t msg_cap)
+{
+	const Lode__Mgmt__V1__HeartbeatRequest *req = in;
+	const ms_engine *e = ms_engine_by_id(m->st.s, req->engine_id);
+	Lode__Mgmt__V1__HeartbeatReply *r;
+	struct mgmt_engine_live *l;
+	struct mgmt_target_info *tgts = NULL;
+	struct layout_map *map = NULL;
+	uint64_t capacity, used, v0;
+	int64_t now = mgmt_now_ms(m);
+	struct rb b = {0};
+	bool changed = false;
+	int st, rc;
+
+	st = engine_caller_check(m->st.s, who, "a heartbeat", msg, msg_cap);
+	if (st)
+		return st;
+	if (!e || req->uuid.len != 16 || memcmp(e->uuid.data, req->uuid.data, 16) != 0)
+		return fail(msg, msg_cap, RPC_NOT_FOUND,
+			    "no engine %u with that uuid: join again", req->engine_id);
+	if (req->n_targets > e->ntargets)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT, "%zu targets: engine %u has %u",
+			    req->n_targets, e->id, e->ntargets);
+	for (size_t i = 0; i < req->n_targets; i++)
+		if (req->targets[i]->id >= e->ntargets)
+			return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+				    "target %u: engine %u has %u", req->targets[i]->id, e->id,
+				    e->ntargets);
+	l = mgmt_live_get(m, e->id, now);
+	if (l && !l->targets)
+		l->targets = tgts = calloc(e->ntargets, sizeof(*tgts));
+	if (!l || !l->targets)
+		return fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
+	l->ntargets = e->ntargets;
+	l->silent_since_ms = now;
+	l->heartbeat_ms = now;
+	for (size_t i = 0; i < req->n_targets; i++) {
+		const Lode__Mgmt__V1__Target *t = req->targets[i];
+
+		l->targets[t->id] = (struct mgmt_target_info){.id = t->id,
+							      .capacity = t->capacity,
+							      .used = t->used,
+							      .requests = t->requests,
+							      .errors = t->errors,
+							      .load = t->load,
+							      .ram = t->ram};
+	}
+	if (req->rebuild) {
+		rebuild_take(&l->rebuild, req->rebuild);
+		l->reported = true;
+	}
+	/* This report may be the last one a rebuild waited for. */
+	rc = mgmt_map_load(m, &map);
+	if (rc)
+		return fail(msg, msg_cap, RPC_INTERNAL, "the pool map: %s", lode_strerror(rc));
+	v0 = map->version;
+	rc = mgmt_rebuild_settle(m, map, &changed);
+	if (!rc && changed) {
+		map->version = v0 + 1;
+		rc = mgmt_map_commit(m, map);
+		if (rc) {
+			layout_map_free(map);
+			return fail_commit(msg, msg_cap, rc);
+		}
+	} else if (rc) {
+		mgmt_state_rollback(&m->st);
+	}
+	layout_map_free(map);
+	if (rc)
+		return fail(msg, msg_cap, RPC_INTERNAL, "completing the rebuild: %s",
+			    lode_strerror(rc));
+	r = rb_msg(&b, &lode__mgmt__v1__heartbeat_reply__descriptor);
+	if (r) {
+		r->map = map_msg(&b, m, &capacity, &used);
+		keys_msg(&b, m->st.s, &r->keys, &r->n_keys, &r->revocations, &r->n_revocations);
+	}
+	return rb_done(&b, r, reply, msg, msg_cap);
+}
+
+static int op_engine_set_state(struct mgmt *m, const struct caller *who, const void *in,
+			       ProtobufCMessage **reply, char *msg, size_t msg_cap)
+{
+	const Lode__Mgmt__V1__EngineStateRequest *req = in;
+	struct layout_map *map = NULL;
+	const struct layout_engine *le;
+	Lode__Mgmt__V1__PoolMap *pm;
+	Lode__Mgmt__V1__Engine *r = NULL;
+	uint64_t capacity, used, v0;
+	unsigned to = (unsigned)req->state;
+	struct rb b = {0};
+	bool ok;
+	int st = RPC_OK, rc;
+
+	if (!who->sys)
+		return fail(msg, msg_cap, RPC_PERMISSION_DENIED,
+			    "changing an engine's state needs a system administrator");
+	if (to != LAYOUT_DOWN && to != LAYOUT_DRAIN && to != LAYOUT_UP)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+			    "state %d: an engine is set DOWN, DRAIN or UP", (int)req->state);
+	rc = mgmt_map_load(m, &map);
+	if (rc)
+		return fail(msg, msg_cap, RPC_INTERNAL, "the pool map: %s", lode_strerror(rc));
+	le = layout_map_engine(map, req->engine_id);
+	if (!le) {
+		st = fail(msg, msg_cap, RPC_NOT_FOUND, "no engine %u", req->engine_id);
+		goto out;
+	}
+	if (le->id == MGMT_HOST_ENGINE && to != LAYOUT_UP) {
+		st = fail(msg, msg_cap, RPC_FAILED_PRECONDITION,
+			  "engine %u hosts the management service: it cannot be set %s",
+			  le->id, layout_state_name(to));
+		goto out;
+	}
+	/* Exclude and drain from UP; reintegrate what is DOWN or OUT. */
+	ok = to == LAYOUT_UP ? le->state == LAYOUT_DOWN || le->state == LAYOUT_OUT
+			     : le->state == LAYOUT_UP;
+	if (!ok) {
+		st = fail(msg, msg_cap, RPC_FAILED_PRECONDITION, "engine %u is %s: it cannot go %s",
+			  le->id, layout_state_name(le->state), layout_state_name(to));
+		goto out;
+	}
+	v0 = map->version;
+	rc = layout_map_engine_set(map, req->engine_id, to);
+	if (rc) {
+		st = fail(msg, msg_cap, RPC_FAILED_PRECONDITION, "engine %u: %s -> %s: %s",
+			  le->id, layout_state_name(le->state), layout_state_name(to),
+			  lode_strerror(rc));
+		goto out;
+	}
+	map->version = v0 + 1;
+	rc = mgmt_map_commit(m, map);
+	if (rc) {
+		st = fail_commit(msg, msg_cap, rc);
+		goto out;
+	}
+	pm = map_msg(&b, m, &capacity, &used);
+	for (size_t i = 0; pm && i < pm->n_engines; i++)
+		if (pm->engines[i]->id == req->engine_id) {
+			r = pm->engines[i];
+			pm->engines[i] = pm->engines[--pm->n_engines];
+		}
+	if (pm)
+		protobuf_c_message_free_unpacked(&pm->base, NULL);
+	st = rb_done(&b, r, reply, msg, msg_cap);
+out:
+	layout_map_free(map);
+	return st;
+}
+
+static int op_pool_map_get(struct mgmt *m, const struct caller *who, const void *in,
+			   ProtobufCMessage **reply, char *msg, size_t msg_cap)
+{
+	uint64_t capacity, used;
+	struct rb b = {0};
+
+	return rb_done(&b, map_msg(&b, m, &capacity, &used), reply, msg, msg_cap);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
+/* What a method asks of its caller's capability. */
+enum auth_need {
+	AUTH_NONE,  /* Connect, RenewCapability: the request is the proof */
+	AUTH_POOL,  /* a pool-wide capability (management calls act as the user) */
+	AUTH_ANY,   /* any valid one, container-scoped too */
+};
+
 static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMessage *req,
-		    ProtobufCMessage **reply, char *msg, size_t msg_cap, bool auth, op_fn fn)
+		    ProtobufCMessage **reply, char *msg, size_t msg_cap, enum auth_need auth,
+		    op_fn fn)
 {
 	struct mgmt *m = arg;
 	struct caller who;
@@ -1586,11 +2022,13 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 
 	*reply = NULL;
 	pthread_mutex_lock(&m->lock);
-	if (auth)
-		st = caller_get(m, ci, &who, msg, msg_cap);
+	if (auth != AUTH_NONE)
+		st = caller_get(m, ci, auth == AUTH_ANY, &who, msg, msg_cap);
 	if (st == RPC_OK)
-		st = fn(m, auth ? &who : NULL, req, reply, msg, msg_cap);
+		st = fn(m, auth != AUTH_NONE ? &who : NULL, req, reply, msg, msg_cap);
 	pthread_mutex_unlock(&m->lock);
+	/* A change of the map is told to the host outside the lock. */
+	mgmt_map_publish(m);
 	return st;
 }
 
@@ -1599,35 +2037,39 @@ static void reply_free(ProtobufCMessage *reply)
 	protobuf_c_message_free_unpacked(reply, NULL);
 }
 
-/* name, request type, handler, whether the call needs a capability */
+/* name, request type, handler, what the call needs of its capability */
 #define MGMT_METHODS(X)                                                                            \
-	X(Connect, connect_request, op_connect, false)                                             \
-	X(RenewCapability, renew_request, op_renew, false)                                         \
-	X(PoolCreate, pool_create_request, op_pool_create, true)                                   \
-	X(PoolListAll, empty, op_pool_list, true)                                                  \
-	X(PoolQuery, pool_ref, op_pool_query, true)                                                \
-	X(PoolDestroy, pool_destroy_request, op_pool_destroy, true)                                \
-	X(ContCreate, cont_create_request, op_cont_create, true)                                   \
-	X(ContListAll, pool_ref, op_cont_list, true)                                               \
-	X(ContQuery, cont_ref, op_cont_query, true)                                                \
-	X(ContDestroy, cont_ref, op_cont_destroy, true)                                            \
-	X(OpenContainer, cont_ref, op_cont_open, true)                                             \
-	X(TenantCreate, name_ref, op_tenant_create, true)                                          \
-	X(TenantListAll, empty, op_tenant_list, true)                                              \
-	X(TenantDestroy, name_ref, op_tenant_destroy, true)                                        \
-	X(UserCreate, user_create_request, op_user_create, true)                                   \
-	X(UserListAll, name_ref, op_user_list, true)                                               \
-	X(UserRevoke, name_ref, op_user_revoke, true)                                              \
-	X(UserRestore, name_ref, op_user_restore, true)                                            \
-	X(UserSetSecret, user_secret_request, op_user_secret, true)                                \
-	X(GroupCreate, group_create_request, op_group_create, true)                                \
-	X(GroupAddUser, group_member_request, op_group_add, true)                                  \
-	X(GroupRemoveUser, group_member_request, op_group_remove, true)                            \
-	X(GroupListAll, name_ref, op_group_list, true)                                             \
-	X(AclSet, acl_entry, op_acl_set, true)                                                     \
-	X(AclGet, name_ref, op_acl_get, true)                                                      \
-	X(SystemQuery, empty, op_system_query, true)                                               \
-	X(RotateKey, empty, op_rotate_key, true)
+	X(Connect, connect_request, op_connect, AUTH_NONE)                                         \
+	X(RenewCapability, renew_request, op_renew, AUTH_NONE)                                     \
+	X(PoolCreate, pool_create_request, op_pool_create, AUTH_POOL)                              \
+	X(PoolListAll, empty, op_pool_list, AUTH_POOL)                                             \
+	X(PoolQuery, pool_ref, op_pool_query, AUTH_POOL)                                           \
+	X(PoolDestroy, pool_destroy_request, op_pool_destroy, AUTH_POOL)                           \
+	X(ContCreate, cont_create_request, op_cont_create, AUTH_POOL)                              \
+	X(ContListAll, pool_ref, op_cont_list, AUTH_POOL)                                          \
+	X(ContQuery, cont_ref, op_cont_query, AUTH_POOL)                                           \
+	X(ContDestroy, cont_ref, op_cont_destroy, AUTH_POOL)                                       \
+	X(OpenContainer, cont_ref, op_cont_open, AUTH_POOL)                                        \
+	X(TenantCreate, name_ref, op_tenant_create, AUTH_POOL)                                     \
+	X(TenantListAll, empty, op_tenant_list, AUTH_POOL)                                         \
+	X(TenantDestroy, name_ref, op_tenant_destroy, AUTH_POOL)                                   \
+	X(UserCreate, user_create_request, op_user_create, AUTH_POOL)                              \
+	X(UserListAll, name_ref, op_user_list, AUTH_POOL)                                          \
+	X(UserRevoke, name_ref, op_user_revoke, AUTH_POOL)                                         \
+	X(UserRestore, name_ref, op_user_restore, AUTH_POOL)                                       \
+	X(UserSetSecret, user_secret_request, op_user_secret, AUTH_POOL)                           \
+	X(GroupCreate, group_create_request, op_group_create, AUTH_POOL)                           \
+	X(GroupAddUser, group_member_request, op_group_add, AUTH_POOL)                             \
+	X(GroupRemoveUser, group_member_request, op_group_remove, AUTH_POOL)                       \
+	X(GroupListAll, name_ref, op_group_list, AUTH_POOL)                                        \
+	X(AclSet, acl_entry, op_acl_set, AUTH_POOL)                                                \
+	X(AclGet, name_ref, op_acl_get, AUTH_POOL)                                                 \
+	X(SystemQuery, empty, op_system_query, AUTH_POOL)                                          \
+	X(RotateKey, empty, op_rotate_key, AUTH_POOL)                                              \
+	X(PoolMapGet, empty, op_pool_map_get, AUTH_ANY)                                            \
+	X(EngineJoin, engine_join_request, op_engine_join, AUTH_POOL)                              \
+	X(EngineHeartbeat, heartbeat_request, op_engine_heartbeat, AUTH_POOL)                      \
+	X(EngineSetState, engine_state_request, op_engine_set_state, AUTH_POOL)
 
 /* rpc_handler_fn has no method argument: one small function per method. */
 #define MGMT_ENTRY_FN(name, in, fn, auth)                                                          \

@@ -1,9 +1,10 @@
 /*
  * The management service as a component (mgmt.h): load the state, rebuild
- * the keyring and the revocation table from it, serve the method table on
- * an rpc server, rotate the signing key on a timer, and on the very first
- * start create the system tenant, its administrator, the default pool and
- * the administrator's credentials file.
+ * the keyring and the revocation table from it, register the host engine
+ * in the pool map, serve the method table on an rpc server, rotate the
+ * signing key on a timer, check engines' heartbeats on another, and on the
+ * very first start create the system tenant, its administrator, the
+ * default pool and the administrator's credentials file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -231,6 +232,8 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	m->ntargets = cfg->ntargets;
 	m->lifetime_ms = (int64_t)(cfg->cap_lifetime_s ? cfg->cap_lifetime_s : 600) * 1000;
 	m->key_rotate_s = cfg->key_rotate_s;
+	m->heartbeat_ms = cfg->heartbeat_ms ? cfg->heartbeat_ms : 500;
+	m->grace_ms = cfg->grace_ms ? cfg->grace_ms : 3000;
 	if (oom) {
 		rc = -ENOMEM;
 		goto fail_early;
@@ -238,8 +241,14 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	rc = -pthread_mutex_init(&m->lock, NULL);
 	if (rc)
 		goto fail_early;
+	rc = -pthread_mutex_init(&m->notify_lock, NULL);
+	if (rc) {
+		pthread_mutex_destroy(&m->lock);
+		goto fail_early;
+	}
 	rc = -pthread_cond_init(&m->timer_cond, NULL);
 	if (rc) {
+		pthread_mutex_destroy(&m->notify_lock);
 		pthread_mutex_destroy(&m->lock);
 		goto fail_early;
 	}
@@ -277,7 +286,18 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	rc = live_tables_load(m, msg, msg_cap);
 	if (rc)
 		goto fail;
+	rc = mgmt_host_register(m, cfg->engine_uuid, msg, msg_cap);
+	if (rc)
+		goto fail;
+	/* Every engine's silence counts from now, not from before a restart. */
 	m->started_ms = mgmt_now_ms(m);
+	for (size_t i = 0; i < m->st.s->n_engines; i++)
+		if (!mgmt_live_get(m, m->st.s->engines[i]->id, m->started_ms)) {
+			rc = -ENOMEM;
+			snprintf(msg, msg_cap, "out of memory");
+			goto fail;
+		}
+	mgmt_map_publish(m);
 	*out = m;
 	return 0;
 
@@ -297,11 +317,13 @@ void mgmt_close(struct mgmt *m)
 	if (!m)
 		return;
 	mgmt_state_close(&m->st);
+	mgmt_live_free(m);
 	if (m->kr_init)
 		auth_keyring_fini(&m->kr);
 	if (m->rv_init)
 		auth_revoked_fini(&m->rv);
 	pthread_cond_destroy(&m->timer_cond);
+	pthread_mutex_destroy(&m->notify_lock);
 	pthread_mutex_destroy(&m->lock);
 	OPENSSL_cleanse(m->admin_secret, sizeof(m->admin_secret));
 	free(m->listen);
@@ -455,7 +477,55 @@ static void *timer_main(void *arg)
 	return NULL;
 }
 
+/* ---- the heartbeat timer ------------------------------------------------------------------- */
+
+/* Every heartbeat_ms / 2: engines silent past grace_ms go DOWN (or, NEW,
+ * away), and a rebuild every engine has finished is completed. The hook
+ * hears of a new version with the service's lock released. */
+static void *map_timer_main(void *arg)
+{
+	struct mgmt *m = arg;
+	unsigned period = m->heartbeat_ms / 2 ? m->heartbeat_ms / 2 : 1;
+
+	pthread_mutex_lock(&m->lock);
+	while (!m->stopping) {
+		struct timespec ts;
+		int rc;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)(period % 1000) * 1000000;
+		ts.tv_sec += period / 1000 + ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
+		if (m->stopping)
+			break;
+		rc = mgmt_map_check(m, mgmt_now_ms(m));
+		if (rc < 0)
+			fprintf(stderr, "mgmt: checking the pool map: %s\n", lode_strerror(rc));
+		if (rc > 0) {
+			pthread_mutex_unlock(&m->lock);
+			mgmt_map_publish(m);
+			pthread_mutex_lock(&m->lock);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
 /* ---- start and stop ------------------------------------------------------------------------ */
+
+static void timers_stop(struct mgmt *m)
+{
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->timer_cond);
+	pthread_mutex_unlock(&m->lock);
+	if (m->timer_running)
+		pthread_join(m->timer, NULL);
+	if (m->map_timer_running)
+		pthread_join(m->map_timer, NULL);
+	m->timer_running = m->map_timer_running = false;
+}
 
 int mgmt_start(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, mgmt_t **out,
 	       char *msg, size_t msg_cap)
@@ -506,10 +576,17 @@ int mgmt_start(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, mg
 		}
 		m->timer_running = true;
 	}
+	rc = -pthread_create(&m->map_timer, NULL, map_timer_main, m);
+	if (rc) {
+		snprintf(msg, msg_cap, "starting the heartbeat timer: %s", lode_strerror(rc));
+		goto fail;
+	}
+	m->map_timer_running = true;
 	*out = m;
 	return 0;
 
 fail:
+	timers_stop(m);
 	if (m->srv)
 		rpc_server_stop(m->srv);
 	/* A first start whose credentials never got out would leave an
@@ -546,13 +623,7 @@ void mgmt_stop(mgmt_t *m)
 {
 	if (!m)
 		return;
-	if (m->timer_running) {
-		pthread_mutex_lock(&m->lock);
-		m->stopping = true;
-		pthread_cond_signal(&m->timer_cond);
-		pthread_mutex_unlock(&m->lock);
-		pthread_join(m->timer, NULL);
-	}
+	timers_stop(m);
 	if (m->srv)
 		rpc_server_stop(m->srv);
 	mgmt_close(m);

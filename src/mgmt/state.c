@@ -167,6 +167,36 @@ static void ms_state_forget_tenant_keys(ms_state *s)
 	}
 }
 
+/* The engine records and the map they describe agree: the same engines in
+ * the same (slot) order with the same target counts. A reason, or NULL. */
+static const char *ms_state_check_map(const ms_state *s)
+{
+	static const uint8_t zero[16];
+	struct layout_map *map = NULL;
+	const char *why = NULL;
+
+	if (s->map.len == 0)
+		return s->n_engines ? "engines without a map" : NULL;
+	if (layout_map_decode(s->map.data, s->map.len, &map))
+		return "the pool map does not decode";
+	if (map->nengines != s->n_engines)
+		why = "the pool map and the engines differ";
+	for (size_t i = 0; !why && i < s->n_engines; i++) {
+		const ms_engine *e = s->engines[i];
+
+		if (e->uuid.len != 16 || memcmp(e->uuid.data, zero, 16) == 0)
+			why = "an engine uuid";
+		else if (e->id >= s->next_engine_id)
+			why = "an engine id";
+		else if (map->engines[i].id != e->id || map->engines[i].ntgts != e->ntargets)
+			why = "the pool map and the engines differ";
+	}
+	if (!why && (map->version > UINT32_MAX || s->rebuilt_version > map->version))
+		why = "the pool map's version";
+	layout_map_free(map);
+	return why;
+}
+
 /* What unpacks but cannot be: a reason, or NULL. */
 static const char *ms_state_check(const ms_state *s)
 {
@@ -192,7 +222,7 @@ static const char *ms_state_check(const ms_state *s)
 			return "a signing key";
 	if (s->n_keys > AUTH_KEYS_MAX)
 		return "too many signing keys";
-	return NULL;
+	return ms_state_check_map(s);
 }
 
 static int file_read(const char *path, uint8_t **out, size_t *len)
@@ -600,6 +630,51 @@ void ms_group_member_remove(ms_group *g, uint32_t user)
 			memmove(&g->members[i], &g->members[i + 1],
 				(g->n_members - i - 1) * sizeof(g->members[0]));
 			g->n_members--;
+			return;
+		}
+}
+
+ms_engine *ms_engine_by_id(const ms_state *s, uint32_t id)
+{
+	for (size_t i = 0; i < s->n_engines; i++)
+		if (s->engines[i]->id == id)
+			return s->engines[i];
+	return NULL;
+}
+
+ms_engine *ms_engine_by_uuid(const ms_state *s, const uint8_t uuid[16])
+{
+	for (size_t i = 0; i < s->n_engines; i++)
+		if (s->engines[i]->uuid.len == 16 &&
+		    memcmp(s->engines[i]->uuid.data, uuid, 16) == 0)
+			return s->engines[i];
+	return NULL;
+}
+
+ms_engine *ms_engine_add(ms_state *s, uint32_t id, const uint8_t uuid[16], const char *address,
+			 uint32_t ntargets, int64_t now_ms)
+{
+	ms_engine *e = malloc(sizeof(*e));
+
+	if (!e)
+		return NULL;
+	lode__mgmt__state__v1__engine__init(e);
+	e->id = id;
+	e->ntargets = ntargets;
+	e->joined_unix_ms = now_ms;
+	if (ms_bytes_set(&e->uuid, uuid, 16) || ms_str_set(&e->address, address) ||
+	    MS_APPEND(s->engines, s->n_engines, e)) {
+		protobuf_c_message_free_unpacked(&e->base, NULL);
+		return NULL;
+	}
+	return e;
+}
+
+void ms_engine_remove(ms_state *s, uint32_t id)
+{
+	for (size_t i = 0; i < s->n_engines; i++)
+		if (s->engines[i]->id == id) {
+			MS_REMOVE_AT(s->engines, s->n_engines, i);
 			return;
 		}
 }

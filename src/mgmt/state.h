@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include "auth/auth.h"
+#include "layout/layout.h"
 #include "lode/mgmt/v1/state.pb-c.h"
 #include "mgmt/mgmt.h"
 #include "mgmt/rpc.h"
@@ -34,6 +35,7 @@ typedef Lode__Mgmt__State__V1__Pool ms_pool;
 typedef Lode__Mgmt__State__V1__Container ms_cont;
 typedef Lode__Mgmt__State__V1__SigningKey ms_key;
 typedef Lode__Mgmt__State__V1__Revocation ms_revocation;
+typedef Lode__Mgmt__State__V1__Engine ms_engine;
 
 #define MS_VERSION 1
 #define MS_NAME_MAX 127 /* longest tenant, user, group, pool or container name */
@@ -122,6 +124,12 @@ int ms_revocation_set(ms_state *s, uint32_t user, int64_t before_ms);
 int ms_key_add(ms_state *s, uint32_t id, const uint8_t *key, int64_t retired_ms,
 	       int64_t created_ms);
 int ms_group_member_add(ms_group *g, uint32_t user);
+ms_engine *ms_engine_by_id(const ms_state *s, uint32_t id);
+ms_engine *ms_engine_by_uuid(const ms_state *s, const uint8_t uuid[16]);
+/* Append an engine record (the caller picks the id). NULL: no memory. */
+ms_engine *ms_engine_add(ms_state *s, uint32_t id, const uint8_t uuid[16], const char *address,
+			 uint32_t ntargets, int64_t now_ms);
+void ms_engine_remove(ms_state *s, uint32_t id);
 void ms_group_member_remove(ms_group *g, uint32_t user);
 
 /* Remove a record and what hangs off it: a container's ACL entries; a
@@ -169,6 +177,23 @@ void ms_resource_name(const ms_pool *p, const ms_cont *c, char *buf, size_t cap)
 
 /* ---- the service ------------------------------------------------------------ */
 
+#define MGMT_HOST_ENGINE 0u /* the engine that hosts the service */
+
+/*
+ * What the service knows of an engine between heartbeats. Not persisted:
+ * after a restart every engine's silence counts from the restart, and
+ * engines send their numbers and rebuild reports again within a heartbeat.
+ */
+struct mgmt_engine_live {
+	uint32_t id;
+	int64_t silent_since_ms; /* the last heartbeat, or the service's start */
+	int64_t heartbeat_ms;    /* the last heartbeat received; 0: none since the start */
+	unsigned ntargets;
+	struct mgmt_target_info *targets; /* [ntargets]: as its last heartbeat said */
+	bool reported;                    /* rebuild holds a report */
+	struct mgmt_rebuild_info rebuild;
+};
+
 struct mgmt {
 	struct mgmt_state st;
 	struct auth_keyring kr;
@@ -194,6 +219,16 @@ struct mgmt {
 	pthread_t timer;
 	bool timer_running, stopping;
 	pthread_cond_t timer_cond;
+	/* The pool map (engines.c). */
+	unsigned heartbeat_ms, grace_ms;
+	struct mgmt_engine_live *live; /* [nlive], by engine */
+	size_t nlive;
+	uint32_t map_version;  /* the persisted one; atomic (mgmt_map_version) */
+	pthread_t map_timer;
+	bool map_timer_running;
+	/* Held while map_changed runs, so that calls never go backwards. */
+	pthread_mutex_t notify_lock;
+	uint32_t notified;     /* the last version map_changed was called with */
 };
 
 /*
@@ -217,6 +252,49 @@ int64_t mgmt_now_ms(const struct mgmt *m);
 /* Rotate the signing key: persist the new key, then hand it to the keyring.
  * Returns the new key id or -errno (nothing changed). Caller holds m->lock. */
 int mgmt_key_rotate(struct mgmt *m);
+
+/* ---- the pool map (engines.c) ------------------------------------------------ */
+
+/* The model's map, decoded into a new map the caller frees (an empty map at
+ * version 0 when there is none yet). Errors: -ENOMEM, -LODE_ECORRUPT. */
+int mgmt_map_load(const struct mgmt *m, struct layout_map **out);
+/* Put map into the model and persist; on success the new version is what
+ * mgmt_map_version says. Errors (the model rolled back): -ENOMEM, -errno. */
+int mgmt_map_commit(struct mgmt *m, const struct layout_map *map);
+/* Register the host engine (engine 0) or bring its record up to date with
+ * the configuration; persists what changed. At open. */
+int mgmt_host_register(struct mgmt *m, const uint8_t *uuid, char *msg, size_t msg_cap);
+/* The volatile record of engine id, made (silent since now) if missing;
+ * NULL: no memory. */
+struct mgmt_engine_live *mgmt_live_get(struct mgmt *m, uint32_t id, int64_t now_ms);
+void mgmt_live_free(struct mgmt *m);
+/* Whether map has an engine DOWN, DRAIN or NEW: a rebuild to its version is due. */
+bool mgmt_rebuild_due(const struct layout_map *map);
+/* Complete the rebuild to map's version if one is due and every UP and
+ * DRAIN engine reports it done: DOWN and DRAIN engines go OUT, NEW ones UP
+ * (in slot order), and the model records the version as rebuilt. *changed
+ * is set when it did; the caller bumps the version and commits. -errno. */
+int mgmt_rebuild_settle(struct mgmt *m, struct layout_map *map, bool *changed);
+/*
+ * PoolQuery's rebuild: the engines' reports for the version due, or for the
+ * last one completed, summed; *pending = UP and DRAIN engines not done.
+ */
+void mgmt_rebuild_sum(struct mgmt *m, const struct layout_map *map, struct mgmt_rebuild_info *out,
+		      uint32_t *pending);
+/*
+ * One check of the map at now_ms: engines silent past grace_ms go DOWN (NEW
+ * ones are removed), and a rebuild every UP and DRAIN engine has finished
+ * is completed (DOWN and DRAIN engines OUT, NEW ones UP). One commit for
+ * the whole check. Returns 1 when the map changed, 0 when not, or -errno
+ * (nothing changed). Caller holds m->lock.
+ */
+int mgmt_map_check(struct mgmt *m, int64_t now_ms);
+/* mgmt_map_check under the lock, then mgmt_map_publish: what the timer
+ * does every heartbeat_ms / 2; tests call it to drive time. */
+int mgmt_tick(struct mgmt *m, int64_t now_ms);
+/* Call hooks->map_changed if the version moved since the last call. Caller
+ * holds no service lock. */
+void mgmt_map_publish(struct mgmt *m);
 
 /* The method table rpc_server_start serves (handlers.c). */
 extern const struct rpc_method mgmt_methods[];

@@ -520,6 +520,114 @@ def run_first_start_failure(args, tmp):
     check(not os.path.exists(cred_path), "and writes no credentials")
 
 
+def run_pool_map(args, pb, pbg, tmp):
+    """The pool map over the network: an engine joins as a node user,
+    heartbeats, is read back with PoolMapGet (a container capability will
+    do), excluded and reintegrated with EngineSetState, and marked DOWN by
+    the service once it falls silent."""
+    state_dir = os.path.join(tmp, "state-map")
+    cred_path = os.path.join(tmp, "cred-map", "admin.credentials")
+    host = Host(args.host, state_dir, cred_path, ["--heartbeat-ms", "200", "--grace-ms", "600"])
+    cred = read_cred(cred_path)
+    ch = grpc.insecure_channel(host.addr)
+    mg = pbg.MgmtStub(ch)
+    T = 10
+    root = mg.Connect(pb.ConnectRequest(user="admin", secret=cred["secret"].encode()),
+                      timeout=T).capability
+    expect(grpc.StatusCode.OK, "UserCreate node (a node user of system)", mg.UserCreate,
+           pb.UserCreateRequest(name="node", secret=b"node-secret", node=True),
+           metadata=md(root), timeout=T)
+    expect(grpc.StatusCode.OK, "UserCreate plain", mg.UserCreate,
+           pb.UserCreateRequest(name="plain", secret=b"plain-secret"), metadata=md(root),
+           timeout=T)
+    node = mg.Connect(pb.ConnectRequest(user="node", secret=b"node-secret"),
+                      timeout=T).capability
+    plain = mg.Connect(pb.ConnectRequest(user="plain", secret=b"plain-secret"),
+                       timeout=T).capability
+    uuid = bytes(range(1, 17))
+    m0 = expect(grpc.StatusCode.OK, "PoolMapGet", mg.PoolMapGet, pb.Empty(), metadata=md(root),
+                timeout=T)
+    check(m0 is not None and len(m0.engines) == 1 and m0.engines[0].state == pb.STATE_UP and
+          m0.heartbeat_ms == 200 and m0.grace_ms == 600,
+          "the map: the host engine UP, heartbeat 200 ms, grace 600 ms")
+    expect(grpc.StatusCode.PERMISSION_DENIED, "EngineJoin as a plain user", mg.EngineJoin,
+           pb.EngineJoinRequest(uuid=uuid, address="127.0.0.1:7001", ntargets=2),
+           metadata=md(plain), timeout=T)
+    expect(grpc.StatusCode.INVALID_ARGUMENT, "EngineJoin without a port", mg.EngineJoin,
+           pb.EngineJoinRequest(uuid=uuid, address="127.0.0.1", ntargets=2),
+           metadata=md(node), timeout=T)
+    j = expect(grpc.StatusCode.OK, "EngineJoin as the node user", mg.EngineJoin,
+               pb.EngineJoinRequest(uuid=uuid, address="127.0.0.1:7001", ntargets=2),
+               metadata=md(node), timeout=T)
+    check(j is not None and j.engine_id == 1 and len(j.map.engines) == 2 and
+          j.map.engines[1].state == pb.STATE_UP and j.map.version == m0.version + 1,
+          "joined as engine 1, UP (no container yet), one version later")
+    check(j is not None and len(j.keys) >= 1 and len(j.keys[-1].key) == 32 and
+          j.keys[-1].retired_unix_ms == 0, "the join reply carries the signing key")
+    hb = expect(grpc.StatusCode.OK, "EngineHeartbeat", mg.EngineHeartbeat,
+                pb.HeartbeatRequest(engine_id=1, uuid=uuid, map_version=j.map.version,
+                                    targets=[pb.Target(id=0, capacity=GIB, used=4096)]),
+                metadata=md(node), timeout=T)
+    check(hb is not None and hb.map.engines[1].heartbeat_unix_ms > 0 and
+          hb.map.engines[1].targets[0].capacity == GIB,
+          "the heartbeat is recorded with its targets' numbers")
+    expect(grpc.StatusCode.NOT_FOUND, "EngineHeartbeat with another uuid", mg.EngineHeartbeat,
+           pb.HeartbeatRequest(engine_id=1, uuid=bytes(16 * [9])), metadata=md(node),
+           timeout=T)
+    # A container capability may read the map.
+    expect(grpc.StatusCode.OK, "ContCreate c1", mg.ContCreate,
+           pb.ContCreateRequest(pool="default", label="c1"), metadata=md(root), timeout=T)
+    oc = mg.OpenContainer(pb.ContRef(pool="default", label="c1"), metadata=md(root), timeout=T)
+    mc = expect(grpc.StatusCode.OK, "PoolMapGet with a container capability", mg.PoolMapGet,
+                pb.Empty(), metadata=md(oc.capability), timeout=T)
+    check(mc is not None and len(mc.engines) == 2, "both engines in the map")
+    e = expect(grpc.StatusCode.FAILED_PRECONDITION, "EngineSetState DOWN of the host",
+               mg.EngineSetState, pb.EngineStateRequest(engine_id=0, state=pb.STATE_DOWN),
+               metadata=md(root), timeout=T)
+    expect(grpc.StatusCode.PERMISSION_DENIED, "EngineSetState as the node user",
+           mg.EngineSetState, pb.EngineStateRequest(engine_id=1, state=pb.STATE_DOWN),
+           metadata=md(node), timeout=T)
+    e = expect(grpc.StatusCode.OK, "EngineSetState DOWN of engine 1", mg.EngineSetState,
+               pb.EngineStateRequest(engine_id=1, state=pb.STATE_DOWN), metadata=md(root),
+               timeout=T)
+    check(e is not None and e.id == 1 and e.state == pb.STATE_DOWN, "engine 1 is DOWN")
+    q = expect(grpc.StatusCode.OK, "PoolQuery default", mg.PoolQuery,
+               pb.PoolRef(label="default"), metadata=md(root), timeout=T)
+    check(q is not None and len(q.map.engines) == 2 and q.rebuild.map_version >= 1,
+          "PoolQuery carries the map and the rebuild status")
+    # The host has nothing to rebuild: the next check declares engine 1 OUT.
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        mm = mg.PoolMapGet(pb.Empty(), metadata=md(root), timeout=T)
+        if mm.engines[1].state == pb.STATE_OUT:
+            break
+        time.sleep(0.1)
+    check(mm.engines[1].state == pb.STATE_OUT, "rebuild done: engine 1 OUT")
+    e = expect(grpc.StatusCode.OK, "EngineSetState UP (reintegrate)", mg.EngineSetState,
+               pb.EngineStateRequest(engine_id=1, state=pb.STATE_UP), metadata=md(root),
+               timeout=T)
+    v = mg.PoolMapGet(pb.Empty(), metadata=md(root), timeout=T).version
+    # Silent past grace: DOWN (then OUT) without anyone asking.
+    time.sleep(1.5)
+    mm = mg.PoolMapGet(pb.Empty(), metadata=md(root), timeout=T)
+    check(mm.engines[1].state in (pb.STATE_DOWN, pb.STATE_OUT) and mm.version > v,
+          "a silent engine is marked DOWN by the service (%s, version %d -> %d)" %
+          (pb.State.Name(mm.engines[1].state), v, mm.version))
+    ch.close()
+    # The map survives a restart.
+    host.stop()
+    host = Host(args.host, state_dir, cred_path, ["--heartbeat-ms", "200", "--grace-ms", "600"])
+    ch = grpc.insecure_channel(host.addr)
+    mg = pbg.MgmtStub(ch)
+    m2 = expect(grpc.StatusCode.OK, "PoolMapGet after restart", mg.PoolMapGet, pb.Empty(),
+                metadata=md(root), timeout=T)
+    check(m2 is not None and m2.version >= mm.version and len(m2.engines) == 2 and
+          m2.engines[1].address == "127.0.0.1:7001",
+          "the map came back: engines, address, a version not lower")
+    ch.close()
+    host.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", required=True, help="the mgmt_host program")
@@ -533,6 +641,7 @@ def main():
         pb, pbg = gen_stubs(os.path.join(tmp, "stubs"))
         run(args, pb, pbg, tmp)
         run_rotation_timer(args, pb, pbg, tmp)
+        run_pool_map(args, pb, pbg, tmp)
         run_tls(args, pb, pbg, tmp)
         run_first_start_failure(args, tmp)
     except Exception as e:  # a crash is a failure too, with its story

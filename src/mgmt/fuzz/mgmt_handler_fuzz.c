@@ -37,10 +37,13 @@
  *     reply that does not pack or does not unpack again;
  *   - a method that needs a capability answers anything but
  *     UNAUTHENTICATED to no capability or garbage, or anything but
- *     UNAUTHENTICATED / PERMISSION_DENIED to a container capability;
+ *     UNAUTHENTICATED / PERMISSION_DENIED to a container capability (but
+ *     PoolMapGet, which any valid capability may call);
  *   - the tenant administrator or the plain user succeeds at what only a
- *     system administrator may do (PoolCreate, TenantCreate, TenantDestroy,
- *     RotateKey);
+ *     system administrator (or, for EngineJoin and EngineHeartbeat, a node
+ *     user of tenant system) may do (PoolCreate, TenantCreate,
+ *     TenantDestroy, RotateKey, EngineJoin, EngineHeartbeat,
+ *     EngineSetState);
  *   - after the call the model differs from what state.pb holds (every
  *     change is on disk or nowhere), or no longer passes
  *     protobuf_c_message_check.
@@ -112,7 +115,7 @@ static size_t cast_len;
 static struct token cast_tokens[R_KINDS];
 /* The methods the checks single out. */
 static const struct rpc_method *m_connect, *m_renew, *m_rotate, *m_pool_create, *m_tenant_create,
-	*m_tenant_destroy;
+	*m_tenant_destroy, *m_map_get, *m_engine_join, *m_engine_heartbeat, *m_engine_set_state;
 
 /* ---- the service ------------------------------------------------------------------- */
 
@@ -351,8 +354,13 @@ static void methods_find(void)
 	m_pool_create = mgmt_method_find("PoolCreate");
 	m_tenant_create = mgmt_method_find("TenantCreate");
 	m_tenant_destroy = mgmt_method_find("TenantDestroy");
+	m_map_get = mgmt_method_find("PoolMapGet");
+	m_engine_join = mgmt_method_find("EngineJoin");
+	m_engine_heartbeat = mgmt_method_find("EngineHeartbeat");
+	m_engine_set_state = mgmt_method_find("EngineSetState");
 	CHECK(m_connect && m_renew && m_rotate && m_pool_create && m_tenant_create &&
-	      m_tenant_destroy);
+	      m_tenant_destroy && m_map_get && m_engine_join && m_engine_heartbeat &&
+	      m_engine_set_state);
 }
 
 /*
@@ -463,11 +471,15 @@ static void verdict_check(const struct rpc_method *me, enum role as, const uint8
 		genuine |= cap_len == AUTH_CAP_SIZE && memcmp(cap, tokens[i].b, AUTH_CAP_SIZE) == 0;
 	if (needs_cap && (as == R_NONE || (as == R_GARBAGE && !genuine)))
 		CHECK(st == RPC_UNAUTHENTICATED);
-	if (needs_cap && as == R_CONTAINER)
+	/* PoolMapGet is for any holder of a valid capability. */
+	if (needs_cap && as == R_CONTAINER && me != m_map_get)
 		CHECK(st == RPC_UNAUTHENTICATED || st == RPC_PERMISSION_DENIED);
+	/* Engines join and heartbeat as a node user of system or a system
+	 * administrator; neither is a tenant's. */
 	if ((as == R_TENANT_ADMIN || as == R_USER) &&
 	    (me == m_pool_create || me == m_tenant_create || me == m_tenant_destroy ||
-	     me == m_rotate))
+	     me == m_rotate || me == m_engine_join || me == m_engine_heartbeat ||
+	     me == m_engine_set_state))
 		CHECK(st != RPC_OK);
 }
 

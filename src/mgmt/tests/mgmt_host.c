@@ -6,6 +6,7 @@
  *
  *   mgmt_host --listen HOST:PORT --state-dir DIR --admin-cred FILE
  *             [--tls-cert PEM --tls-key PEM] [--cap-lifetime S] [--key-rotate S]
+ *             [--heartbeat-ms MS] [--grace-ms MS]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -36,7 +37,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: mgmt_host --listen HOST:PORT --state-dir DIR --admin-cred FILE\n"
 			"                 [--tls-cert PEM --tls-key PEM] [--cap-lifetime S]\n"
-			"                 [--key-rotate S]\n");
+			"                 [--key-rotate S] [--heartbeat-ms MS] [--grace-ms MS]\n");
 }
 
 int main(int argc, char **argv)
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
 		{"tls-key", required_argument, NULL, 'k'},
 		{"cap-lifetime", required_argument, NULL, 'L'},
 		{"key-rotate", required_argument, NULL, 'R'},
+		{"heartbeat-ms", required_argument, NULL, 'H'},
+		{"grace-ms", required_argument, NULL, 'G'},
 		{0},
 	};
 	struct mgmt_config cfg = {.engine_addr = "127.0.0.1:9999", .ntargets = FAKE_TARGETS};
@@ -80,6 +83,12 @@ int main(int argc, char **argv)
 			break;
 		case 'R':
 			cfg.key_rotate_s = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'H':
+			cfg.heartbeat_ms = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'G':
+			cfg.grace_ms = (unsigned)strtoul(optarg, NULL, 10);
 			break;
 		default:
 			usage();

@@ -3,7 +3,10 @@
  * no network in between: who may do what (system administrator, tenant
  * administrator, plain user, another tenant's user, node user), revocation
  * and restore, key rotation and renewal, bad input, persistence across a
- * restart, a damaged state file, and a write that fails part way.
+ * restart, a damaged state file, and a write that fails part way; and the
+ * pool map: engines joining and heartbeating, failure detection driven by
+ * mgmt_tick instead of sleeps, rebuild bookkeeping, EngineSetState, the
+ * map across restarts, and the map_changed hook.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -37,7 +40,18 @@ static unsigned fake_targets(void *arg, struct mgmt_target_info *out, unsigned m
 	return NTARGETS;
 }
 
-static const struct mgmt_hooks hooks = {.targets = fake_targets};
+/* Every version map_changed was called with, in order. */
+static uint32_t hook_versions[64];
+static unsigned hook_calls;
+
+static void map_changed(void *arg, uint32_t version)
+{
+	if (hook_calls < sizeof(hook_versions) / sizeof(hook_versions[0]))
+		hook_versions[hook_calls] = version;
+	hook_calls++;
+}
+
+static const struct mgmt_hooks hooks = {.targets = fake_targets, .map_changed = map_changed};
 
 static struct mgmt *svc_open(const char *dir)
 {
@@ -1110,8 +1124,661 @@ static void test_system_query(void **state)
 	protobuf_c_message_free_unpacked(&ss->base, NULL);
 	assert_non_null(mgmt_method_find("RotateKey"));
 	assert_null(mgmt_method_find("Nope"));
-	assert_int_equal(mgmt_nmethods, 27);
+	assert_int_equal(mgmt_nmethods, 31);
+	/* The host engine is the map: UP, with the defaults for heartbeats. */
+	assert_int_equal(empty_call(w.m, "SystemQuery", &w.eve, (ProtobufCMessage **)&ss), RPC_OK);
+	assert_int_equal(ss->map->version, 1);
+	assert_int_equal(ss->map->heartbeat_ms, 500);
+	assert_int_equal(ss->map->grace_ms, 3000);
+	assert_int_equal(ss->map->engines[0]->id, 0);
+	assert_int_equal(ss->map->engines[0]->state, LODE__MGMT__V1__STATE__STATE_UP);
+	assert_int_equal(ss->map->engines[0]->uuid.len, 16);
+	assert_int_equal(ss->map->engines[0]->heartbeat_unix_ms, 0);
+	assert_int_equal(ss->map->engines[0]->targets[0]->state, LODE__MGMT__V1__STATE__STATE_UP);
+	protobuf_c_message_free_unpacked(&ss->base, NULL);
 	world_end(&w);
+}
+
+/* ---- the pool map ------------------------------------------------------------------ */
+
+#define S_UP LODE__MGMT__V1__STATE__STATE_UP
+#define S_DOWN LODE__MGMT__V1__STATE__STATE_DOWN
+#define S_DRAIN LODE__MGMT__V1__STATE__STATE_DRAIN
+#define S_NEW LODE__MGMT__V1__STATE__STATE_NEW
+#define S_OUT LODE__MGMT__V1__STATE__STATE_OUT
+
+/* Engine uuids in the tests: 16 bytes of b. */
+static void uuid_of(uint8_t b, uint8_t out[16])
+{
+	memset(out, b, 16);
+}
+
+static int engine_join(struct mgmt *m, const struct sess *s, uint8_t u, const char *addr,
+		       uint32_t ntargets, Lode__Mgmt__V1__EngineJoinReply **reply)
+{
+	Lode__Mgmt__V1__EngineJoinRequest req = LODE__MGMT__V1__ENGINE_JOIN_REQUEST__INIT;
+	uint8_t uuid[16];
+
+	uuid_of(u, uuid);
+	req.uuid.data = uuid;
+	req.uuid.len = u ? 16 : 0;
+	req.address = (char *)addr;
+	req.ntargets = ntargets;
+	return call(m, "EngineJoin", &req, s, (ProtobufCMessage **)reply);
+}
+
+/* Join and return the engine's id. */
+static uint32_t join_ok(struct mgmt *m, const struct sess *s, uint8_t u, const char *addr)
+{
+	Lode__Mgmt__V1__EngineJoinReply *r;
+	uint32_t id;
+	int st = engine_join(m, s, u, addr, 2, &r);
+
+	if (st)
+		fail_msg("EngineJoin: %d (%s)", st, msg);
+	id = r->engine_id;
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	return id;
+}
+
+static int heartbeat(struct mgmt *m, const struct sess *s, uint32_t id, uint8_t u,
+		     const Lode__Mgmt__V1__RebuildStatus *rb, Lode__Mgmt__V1__HeartbeatReply **reply)
+{
+	Lode__Mgmt__V1__HeartbeatRequest req = LODE__MGMT__V1__HEARTBEAT_REQUEST__INIT;
+	uint8_t uuid[16];
+
+	uuid_of(u, uuid);
+	req.engine_id = id;
+	req.uuid.data = uuid;
+	req.uuid.len = 16;
+	req.rebuild = (Lode__Mgmt__V1__RebuildStatus *)rb;
+	return call(m, "EngineHeartbeat", &req, s, (ProtobufCMessage **)reply);
+}
+
+static int set_state(struct mgmt *m, const struct sess *s, uint32_t id,
+		     Lode__Mgmt__V1__State state)
+{
+	Lode__Mgmt__V1__EngineStateRequest req = LODE__MGMT__V1__ENGINE_STATE_REQUEST__INIT;
+
+	req.engine_id = id;
+	req.state = state;
+	return call(m, "EngineSetState", &req, s, NULL);
+}
+
+static Lode__Mgmt__V1__PoolMap *map_get(struct mgmt *m, const struct sess *s)
+{
+	Lode__Mgmt__V1__PoolMap *r;
+
+	assert_int_equal(empty_call(m, "PoolMapGet", s, (ProtobufCMessage **)&r), RPC_OK);
+	return r;
+}
+
+/* Engine id's state in the map (STATE_UNKNOWN: not in it), and the version. */
+static int engine_state(struct mgmt *m, const struct sess *s, uint32_t id, uint32_t *version)
+{
+	Lode__Mgmt__V1__PoolMap *map = map_get(m, s);
+	int st = LODE__MGMT__V1__STATE__STATE_UNKNOWN;
+
+	for (size_t i = 0; i < map->n_engines; i++)
+		if (map->engines[i]->id == id)
+			st = map->engines[i]->state;
+	if (version)
+		*version = map->version;
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	return st;
+}
+
+static Lode__Mgmt__V1__RebuildStatus *pool_rebuild(struct mgmt *m, const struct sess *s,
+						   Lode__Mgmt__V1__PoolInfo **info)
+{
+	Lode__Mgmt__V1__PoolRef req = LODE__MGMT__V1__POOL_REF__INIT;
+
+	req.label = "default";
+	assert_int_equal(call(m, "PoolQuery", &req, s, (ProtobufCMessage **)info), RPC_OK);
+	assert_non_null((*info)->map);
+	assert_non_null((*info)->rebuild);
+	return (*info)->rebuild;
+}
+
+/* A service with no container yet (engines join UP), its administrator, a
+ * node user of tenant system and a plain user. */
+struct bare {
+	struct mgmt *m;
+	struct sess root, node, plain;
+};
+
+static void bare_make(struct bare *w, const char *name)
+{
+	dir_fresh(test_dir, sizeof(test_dir), name);
+	w->m = svc_open(test_dir);
+	w->root = connect_ok(w->m, "admin", w->m->admin_secret);
+	user_create(w->m, &w->root, "", "node", "node-secret", false, true, RPC_OK);
+	user_create(w->m, &w->root, "", "plain", "plain-secret", false, false, RPC_OK);
+	w->node = connect_ok(w->m, "node", "node-secret");
+	w->plain = connect_ok(w->m, "plain", "plain-secret");
+}
+
+static void bare_end(struct bare *w)
+{
+	struct world x = {.m = w->m};
+
+	world_end(&x);
+}
+
+static void test_engine_join(void **state)
+{
+	Lode__Mgmt__V1__EngineJoinReply *r;
+	struct world wd;
+	struct bare w;
+	uint32_t v0, v;
+
+	bare_make(&w, "join");
+	assert_int_equal(engine_state(w.m, &w.root, 0, &v0), S_UP);
+	/* Who may: a node user of system or a system administrator. */
+	assert_int_equal(engine_join(w.m, &w.plain, 1, "10.0.0.1:7000", 2, NULL),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(engine_join(w.m, NULL, 1, "10.0.0.1:7000", 2, NULL), RPC_UNAUTHENTICATED);
+	/* A new engine, while no container exists: UP at once, the next id. */
+	assert_int_equal(engine_join(w.m, &w.node, 1, "10.0.0.1:7000", 2, &r), RPC_OK);
+	assert_int_equal(r->engine_id, 1);
+	assert_non_null(r->map);
+	assert_int_equal(r->map->version, v0 + 1);
+	assert_int_equal(r->map->n_engines, 2);
+	assert_int_equal(r->map->engines[1]->state, S_UP);
+	assert_string_equal(r->map->engines[1]->address, "10.0.0.1:7000");
+	assert_int_equal(r->map->engines[1]->n_targets, 2);
+	/* Everything a target needs to verify tokens: every key, every revocation. */
+	assert_int_equal(r->n_keys, 1);
+	assert_int_equal(r->keys[0]->id, 1);
+	assert_int_equal(r->keys[0]->key.len, AUTH_KEY_SIZE);
+	assert_memory_equal(r->keys[0]->key.data, w.m->st.s->keys[0]->key.data, AUTH_KEY_SIZE);
+	assert_int_equal(r->n_revocations, 0);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(join_ok(w.m, &w.root, 2, "10.0.0.2:7000"), 2);
+	/* The same uuid again: its id back, nothing changed, no new version. */
+	assert_int_equal(engine_state(w.m, &w.root, 1, &v0), S_UP);
+	assert_int_equal(join_ok(w.m, &w.node, 1, "10.0.0.1:7000"), 1);
+	assert_int_equal(engine_state(w.m, &w.root, 1, &v), S_UP);
+	assert_int_equal(v, v0);
+	/* A new address is a change; a DOWN engine that rejoins stays DOWN. */
+	assert_int_equal(set_state(w.m, &w.root, 1, S_DOWN), RPC_OK);
+	assert_int_equal(join_ok(w.m, &w.node, 1, "10.0.0.9:7001"), 1);
+	assert_int_equal(engine_state(w.m, &w.root, 1, &v), S_DOWN);
+	assert_int_equal(v, v0 + 2);
+	assert_string_equal(ms_engine_by_id(w.m->st.s, 1)->address, "10.0.0.9:7001");
+	/* Its targets are fixed. */
+	assert_int_equal(engine_join(w.m, &w.node, 1, "10.0.0.9:7001", 3, NULL),
+			 RPC_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "fixed"));
+	/* Bad fields. */
+	assert_int_equal(engine_join(w.m, &w.node, 0, "10.0.0.3:7000", 2, NULL),
+			 RPC_INVALID_ARGUMENT);
+	{
+		Lode__Mgmt__V1__EngineJoinRequest req = LODE__MGMT__V1__ENGINE_JOIN_REQUEST__INIT;
+		static uint8_t zero[16], short_uuid[15] = {1};
+
+		req.address = "10.0.0.3:7000";
+		req.ntargets = 2;
+		req.uuid.data = zero;
+		req.uuid.len = 16;
+		expect(w.m, "EngineJoin", &req, &w.node, RPC_INVALID_ARGUMENT);
+		req.uuid.data = short_uuid;
+		req.uuid.len = sizeof(short_uuid);
+		expect(w.m, "EngineJoin", &req, &w.node, RPC_INVALID_ARGUMENT);
+	}
+	static const char *const bad_addr[] = {"", "10.0.0.3", ":7000", "h:", "h:0", "h:65536",
+					       "h:7x", "h o:1", "[::1:7000"};
+
+	for (size_t i = 0; i < sizeof(bad_addr) / sizeof(bad_addr[0]); i++)
+		assert_int_equal(engine_join(w.m, &w.node, 3, bad_addr[i], 2, NULL),
+				 RPC_INVALID_ARGUMENT);
+	assert_int_equal(engine_join(w.m, &w.node, 3, "[::1]:7000", 2, NULL), RPC_OK);
+	assert_int_equal(engine_join(w.m, &w.node, 4, "h:1", 0, NULL), RPC_INVALID_ARGUMENT);
+	assert_int_equal(engine_join(w.m, &w.node, 4, "h:1", 65, NULL), RPC_INVALID_ARGUMENT);
+	assert_int_equal(engine_join(w.m, &w.node, 4, "h:1", 64, NULL), RPC_OK);
+	bare_end(&w);
+
+	/* Once a container exists, a new engine waits as NEW; a tenant
+	 * administrator may not join one. */
+	world_make(&wd, "join-new");
+	assert_int_equal(engine_join(wd.m, &wd.acme_admin, 1, "h:1", 2, NULL),
+			 RPC_PERMISSION_DENIED);
+	assert_int_equal(engine_join(wd.m, &wd.agent, 1, "h:1", 2, &r), RPC_OK);
+	assert_int_equal(r->map->engines[1]->state, S_NEW);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	world_end(&wd);
+}
+
+static void test_engine_heartbeat(void **state)
+{
+	Lode__Mgmt__V1__HeartbeatRequest req = LODE__MGMT__V1__HEARTBEAT_REQUEST__INIT;
+	Lode__Mgmt__V1__Target t0 = LODE__MGMT__V1__TARGET__INIT, *tp[1] = {&t0};
+	Lode__Mgmt__V1__HeartbeatReply *r;
+	Lode__Mgmt__V1__SystemStatus *ss;
+	uint8_t uuid[16];
+	struct bare w;
+	uint32_t id;
+
+	bare_make(&w, "heartbeat");
+	id = join_ok(w.m, &w.node, 7, "10.0.0.7:7000");
+	assert_int_equal(heartbeat(w.m, &w.plain, id, 7, NULL, NULL), RPC_PERMISSION_DENIED);
+	/* Unknown: join again. */
+	assert_int_equal(heartbeat(w.m, &w.node, id + 1, 7, NULL, NULL), RPC_NOT_FOUND);
+	assert_non_null(strstr(msg, "join"));
+	assert_int_equal(heartbeat(w.m, &w.node, id, 8, NULL, NULL), RPC_NOT_FOUND);
+	assert_int_equal(heartbeat(w.m, &w.node, 0, 7, NULL, NULL), RPC_NOT_FOUND);
+	/* Its targets' numbers show in the map. */
+	uuid_of(7, uuid);
+	req.engine_id = id;
+	req.uuid.data = uuid;
+	req.uuid.len = 16;
+	t0.id = 1;
+	t0.capacity = 5000;
+	t0.used = 70;
+	req.targets = tp;
+	req.n_targets = 1;
+	assert_int_equal(call(w.m, "EngineHeartbeat", &req, &w.node, (ProtobufCMessage **)&r),
+			 RPC_OK);
+	assert_int_equal(r->n_keys, 1);
+	assert_int_equal(r->n_revocations, 0);
+	assert_true(r->map->engines[1]->heartbeat_unix_ms > 0);
+	assert_int_equal(r->map->engines[1]->targets[1]->capacity, 5000);
+	assert_int_equal(r->map->engines[1]->targets[0]->capacity, 0);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(empty_call(w.m, "SystemQuery", &w.root, (ProtobufCMessage **)&ss), RPC_OK);
+	assert_int_equal(ss->capacity, NTARGETS * CAPACITY + 5000);
+	assert_int_equal(ss->used, NTARGETS * 100 + 70);
+	protobuf_c_message_free_unpacked(&ss->base, NULL);
+	t0.id = 2; /* it has 2 */
+	expect(w.m, "EngineHeartbeat", &req, &w.node, RPC_INVALID_ARGUMENT);
+	/* A rotation and a revocation show up in the next reply. */
+	assert_int_equal(empty_call(w.m, "RotateKey", &w.root, NULL), RPC_OK);
+	assert_int_equal(name_call(w.m, "UserRevoke", &w.root, "plain", NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, id, 7, NULL, &r), RPC_OK);
+	assert_int_equal(r->n_keys, 2);
+	assert_int_equal(r->keys[0]->id, 1);
+	assert_true(r->keys[0]->retired_unix_ms > 0);
+	assert_int_equal(r->keys[1]->id, 2);
+	assert_int_equal(r->keys[1]->retired_unix_ms, 0);
+	assert_int_equal(r->n_revocations, 1);
+	assert_int_equal(r->revocations[0]->user, ms_user_find(w.m->st.s, 1, "plain")->id);
+	assert_true(r->revocations[0]->before_unix_ms > 0);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	bare_end(&w);
+}
+
+static void test_engine_detection(void **state)
+{
+	struct world w;
+	uint32_t up, nw, v0, v;
+	int64_t now;
+
+	world_make(&w, "detect");
+	/* Short so that the numbers read well; the clock is driven by hand. */
+	w.m->grace_ms = 3000;
+	up = join_ok(w.m, &w.agent, 1, "h:1");
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_NEW);
+	/* A NEW engine's integration completes at the next check (the host has
+	 * nothing to rebuild); make it UP that way. */
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 1);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+	nw = join_ok(w.m, &w.agent, 2, "h:2");
+	assert_int_equal(engine_state(w.m, &w.root, nw, &v0), S_NEW);
+	now = mgmt_now_ms(w.m);
+	/* Within grace: nothing. */
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.agent, nw, 2, NULL, NULL), RPC_OK);
+	assert_int_equal(mgmt_tick(w.m, now + 2000), 0);
+	assert_int_equal(engine_state(w.m, &w.root, up, &v), S_UP);
+	assert_int_equal(v, v0);
+	/* Silent past grace: the UP one DOWN, the NEW one gone, one new version. */
+	assert_int_equal(mgmt_tick(w.m, now + 3100), 1);
+	assert_int_equal(engine_state(w.m, &w.root, up, &v), S_DOWN);
+	assert_int_equal(v, v0 + 1);
+	assert_int_equal(engine_state(w.m, &w.root, nw, NULL),
+			 LODE__MGMT__V1__STATE__STATE_UNKNOWN);
+	assert_null(ms_engine_by_id(w.m->st.s, nw));
+	assert_int_equal(heartbeat(w.m, &w.agent, nw, 2, NULL, NULL), RPC_NOT_FOUND);
+	/* The host never goes DOWN. It is the one engine left to rebuild, and
+	 * reports nothing (nothing to do), so the next check completes the
+	 * rebuild: the DOWN engine goes OUT; then there is nothing to do. */
+	assert_int_equal(mgmt_tick(w.m, now + 100000), 1);
+	assert_int_equal(engine_state(w.m, &w.root, 0, &v), S_UP);
+	assert_int_equal(engine_state(w.m, &w.root, up, &v), S_OUT);
+	assert_int_equal(v, v0 + 2);
+	assert_int_equal(mgmt_tick(w.m, now + 200000), 0);
+	/* Rejoining after removal is a new engine: a new id, never the old one. */
+	assert_int_equal(join_ok(w.m, &w.agent, 2, "h:2"), nw + 1);
+	/* A silent DRAIN engine goes DOWN too (its shards are rebuilt). */
+	assert_int_equal(set_state(w.m, &w.root, up, S_UP), RPC_OK);
+	assert_int_equal(set_state(w.m, &w.root, up, S_DRAIN), RPC_OK);
+	now = mgmt_now_ms(w.m);
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.agent, nw + 1, 2, NULL, NULL), RPC_OK);
+	engine_state(w.m, &w.root, up, &v0);
+	assert_int_equal(mgmt_tick(w.m, now + 3100), 1);
+	assert_int_equal(engine_state(w.m, &w.root, up, &v), S_DOWN);
+	assert_int_equal(v, v0 + 1);
+
+	/* A restart: silence counts from the restart, not from before it. */
+	assert_int_equal(set_state(w.m, &w.root, up, S_UP), RPC_OK);
+	w.m->clock_skew_ms = -60000; /* its last heartbeat, a minute ago */
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
+	mgmt_close(w.m);
+	w.m = svc_open(test_dir);
+	now = mgmt_now_ms(w.m);
+	assert_int_equal(mgmt_tick(w.m, now + 1000), 0);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+	assert_int_equal(mgmt_tick(w.m, now + 3100), 1);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_DOWN);
+	world_end(&w);
+}
+
+static void rebuild_report(Lode__Mgmt__V1__RebuildStatus *rb, uint32_t version, bool running,
+			   uint64_t objs, uint64_t bytes, int64_t started, int64_t finished)
+{
+	lode__mgmt__v1__rebuild_status__init(rb);
+	rb->map_version = version;
+	rb->running = running;
+	rb->objects_done = objs;
+	rb->objects_total = 100;
+	rb->bytes_done = bytes;
+	rb->bytes_total = 4000;
+	rb->started_unix_ms = started;
+	rb->finished_unix_ms = finished;
+}
+
+static void test_rebuild(void **state)
+{
+	Lode__Mgmt__V1__RebuildStatus rb1, rb2, *q;
+	Lode__Mgmt__V1__HeartbeatReply *hr;
+	Lode__Mgmt__V1__PoolInfo *pi;
+	struct bare w;
+	uint32_t e1, e2, e3, v;
+
+	bare_make(&w, "rebuild");
+	e1 = join_ok(w.m, &w.node, 1, "h:1");
+	e2 = join_ok(w.m, &w.node, 2, "h:2");
+	/* Nothing due: no rebuild has run. */
+	q = pool_rebuild(w.m, &w.root, &pi);
+	assert_int_equal(q->map_version, 0);
+	assert_int_equal(q->engines_pending, 0);
+	assert_int_equal(pi->map->n_engines, 3);
+	protobuf_c_message_free_unpacked(&pi->base, NULL);
+	assert_int_equal(cont_create(w.m, &w.root, "default", "c1", NULL), RPC_OK);
+	e3 = join_ok(w.m, &w.node, 3, "h:3");
+	assert_int_equal(engine_state(w.m, &w.root, e3, &v), S_NEW);
+	/* Due to v: the UP engines but the host (which reports nothing, so has
+	 * nothing to do) are pending. */
+	q = pool_rebuild(w.m, &w.root, &pi);
+	assert_int_equal(q->map_version, v);
+	assert_int_equal(q->engines_pending, 2);
+	assert_int_equal(q->finished_unix_ms, 0);
+	protobuf_c_message_free_unpacked(&pi->base, NULL);
+	/* e1 runs, e2 is done: sums, the earliest start, not finished. */
+	rebuild_report(&rb1, v, true, 10, 1000, 5, 0);
+	rebuild_report(&rb2, v, false, 30, 500, 3, 20);
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb2, NULL), RPC_OK);
+	q = pool_rebuild(w.m, &w.root, &pi);
+	assert_int_equal(q->map_version, v);
+	assert_true(q->running);
+	assert_int_equal(q->objects_done, 40);
+	assert_int_equal(q->objects_total, 200);
+	assert_int_equal(q->bytes_done, 1500);
+	assert_int_equal(q->bytes_total, 8000);
+	assert_int_equal(q->started_unix_ms, 3);
+	assert_int_equal(q->finished_unix_ms, 0);
+	assert_int_equal(q->engines_pending, 1);
+	protobuf_c_message_free_unpacked(&pi->base, NULL);
+	/* An error, or a report for another version, is not done. */
+	rebuild_report(&rb1, v, false, 100, 4000, 5, 25);
+	rb1.errno_value = -5;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	q = pool_rebuild(w.m, &w.root, &pi);
+	assert_int_equal(q->errno_value, -5);
+	assert_int_equal(q->engines_pending, 1);
+	protobuf_c_message_free_unpacked(&pi->base, NULL);
+	rb1.errno_value = 0;
+	rb1.map_version = v - 1;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_NEW);
+	/* The last report: the heartbeat's reply has the NEW engine UP. */
+	rb1.map_version = v;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, &hr), RPC_OK);
+	assert_int_equal(hr->map->version, v + 1);
+	assert_int_equal(hr->map->engines[3]->state, S_UP);
+	protobuf_c_message_free_unpacked(&hr->base, NULL);
+	q = pool_rebuild(w.m, &w.root, &pi);
+	assert_int_equal(q->map_version, v); /* the last completed */
+	assert_int_equal(q->engines_pending, 0);
+	assert_int_equal(q->finished_unix_ms, 25);
+	assert_int_equal(q->objects_done, 130);
+	assert_int_equal(pi->map->version, v + 1);
+	protobuf_c_message_free_unpacked(&pi->base, NULL);
+
+	/* Excluding e2: due; e2 is not asked; when e1 and e3 are done, e2 is OUT. */
+	assert_int_equal(set_state(w.m, &w.root, e2, S_DOWN), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, &v), S_DOWN);
+	q = pool_rebuild(w.m, &w.root, &pi);
+	assert_int_equal(q->map_version, v);
+	assert_int_equal(q->engines_pending, 2);
+	protobuf_c_message_free_unpacked(&pi->base, NULL);
+	rebuild_report(&rb1, v, false, 1, 1, 40, 50);
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb1, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_OUT);
+	assert_int_equal(engine_state(w.m, &w.root, e3, &v), S_UP);
+	/* And back: reintegrated from OUT. */
+	assert_int_equal(set_state(w.m, &w.root, e2, S_UP), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
+	/* Drained, then done: OUT. */
+	assert_int_equal(set_state(w.m, &w.root, e3, S_DRAIN), RPC_OK);
+	engine_state(w.m, &w.root, e3, &v);
+	rebuild_report(&rb1, v, false, 1, 1, 60, 70);
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb1, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_DRAIN); /* it copies: asked too */
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb1, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_OUT);
+	bare_end(&w);
+}
+
+static void test_engine_set_state(void **state)
+{
+	Lode__Mgmt__V1__EngineStateRequest req = LODE__MGMT__V1__ENGINE_STATE_REQUEST__INIT;
+	Lode__Mgmt__V1__Engine *e;
+	struct bare w;
+	uint32_t id, v0, v;
+
+	bare_make(&w, "setstate");
+	id = join_ok(w.m, &w.node, 1, "h:1");
+	assert_int_equal(engine_state(w.m, &w.root, id, &v0), S_UP);
+	/* System administrator only. */
+	assert_int_equal(set_state(w.m, &w.node, id, S_DOWN), RPC_PERMISSION_DENIED);
+	assert_int_equal(set_state(w.m, &w.plain, id, S_DOWN), RPC_PERMISSION_DENIED);
+	/* Exclude: returns the engine, bumps the version by one. */
+	req.engine_id = id;
+	req.state = S_DOWN;
+	assert_int_equal(call(w.m, "EngineSetState", &req, &w.root, (ProtobufCMessage **)&e),
+			 RPC_OK);
+	assert_int_equal(e->id, id);
+	assert_int_equal(e->state, S_DOWN);
+	assert_string_equal(e->address, "h:1");
+	protobuf_c_message_free_unpacked(&e->base, NULL);
+	assert_int_equal(engine_state(w.m, &w.root, id, &v), S_DOWN);
+	assert_int_equal(v, v0 + 1);
+	/* Refusals name both states and change nothing. */
+	assert_int_equal(set_state(w.m, &w.root, id, S_DRAIN), RPC_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "DOWN"));
+	assert_non_null(strstr(msg, "DRAIN"));
+	assert_int_equal(set_state(w.m, &w.root, id, S_DOWN), RPC_FAILED_PRECONDITION);
+	assert_int_equal(engine_state(w.m, &w.root, id, &v), S_DOWN);
+	assert_int_equal(v, v0 + 1);
+	/* Reintegrate, drain, and what a DRAIN engine may not do. */
+	assert_int_equal(set_state(w.m, &w.root, id, S_UP), RPC_OK);
+	assert_int_equal(set_state(w.m, &w.root, id, S_UP), RPC_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "UP"));
+	assert_int_equal(set_state(w.m, &w.root, id, S_DRAIN), RPC_OK);
+	assert_int_equal(set_state(w.m, &w.root, id, S_DOWN), RPC_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "DRAIN"));
+	assert_int_equal(engine_state(w.m, &w.root, id, &v), S_DRAIN);
+	assert_int_equal(v, v0 + 3);
+	/* The host is never taken out; unknown engines and states. */
+	assert_int_equal(set_state(w.m, &w.root, 0, S_DOWN), RPC_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "hosts"));
+	assert_int_equal(set_state(w.m, &w.root, 0, S_DRAIN), RPC_FAILED_PRECONDITION);
+	assert_int_equal(set_state(w.m, &w.root, 0, S_UP), RPC_FAILED_PRECONDITION);
+	assert_int_equal(set_state(w.m, &w.root, 99, S_DOWN), RPC_NOT_FOUND);
+	assert_int_equal(set_state(w.m, &w.root, id, S_OUT), RPC_INVALID_ARGUMENT);
+	assert_int_equal(set_state(w.m, &w.root, id, S_NEW), RPC_INVALID_ARGUMENT);
+	assert_int_equal(set_state(w.m, &w.root, id, 77), RPC_INVALID_ARGUMENT);
+	assert_int_equal(engine_state(w.m, &w.root, 0, &v), S_UP);
+	assert_int_equal(v, v0 + 3);
+	bare_end(&w);
+}
+
+static void test_map_get(void **state)
+{
+	Lode__Mgmt__V1__PoolMap *map;
+	struct world w;
+	struct sess cc;
+
+	world_make(&w, "mapget");
+	/* Any valid capability, a container-scoped one too. */
+	assert_int_equal(cont_open(w.m, &w.bob, "c1", &cc, NULL), 0);
+	map = map_get(w.m, &cc);
+	assert_int_equal(map->n_engines, 1);
+	assert_int_equal(map->version, mgmt_map_version(w.m));
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	map = map_get(w.m, &w.eve);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	assert_int_equal(empty_call(w.m, "PoolMapGet", NULL, NULL), RPC_UNAUTHENTICATED);
+	/* Other management calls still refuse a container capability. */
+	assert_int_equal(set_state(w.m, &cc, 0, S_UP), RPC_PERMISSION_DENIED);
+	world_end(&w);
+}
+
+static void test_map_persistence(void **state)
+{
+	struct mgmt_config cfg = {.ntargets = NTARGETS + 1, .engine_addr = "127.0.0.1:1"};
+	char path[700], cred[600];
+	uint8_t uuid[16], host_uuid[16];
+	struct mgmt *m2 = NULL;
+	struct bare w;
+	uint32_t e1, e2, v;
+
+	bare_make(&w, "mappersist");
+	e1 = join_ok(w.m, &w.node, 1, "h:1");
+	e2 = join_ok(w.m, &w.node, 2, "h:2");
+	assert_int_equal(set_state(w.m, &w.root, e1, S_DOWN), RPC_OK);
+	assert_int_equal(set_state(w.m, &w.root, e2, S_DRAIN), RPC_OK);
+	engine_state(w.m, &w.root, 0, &v);
+	memcpy(host_uuid, ms_engine_by_id(w.m->st.s, 0)->uuid.data, 16);
+	mgmt_close(w.m);
+	w.m = svc_open(test_dir);
+	assert_int_equal(mgmt_map_version(w.m), v);
+	assert_int_equal(engine_state(w.m, &w.root, e1, NULL), S_DOWN);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_DRAIN);
+	assert_memory_equal(ms_engine_by_id(w.m->st.s, 0)->uuid.data, host_uuid, 16);
+	uuid_of(1, uuid);
+	assert_memory_equal(ms_engine_by_id(w.m->st.s, e1)->uuid.data, uuid, 16);
+	assert_string_equal(ms_engine_by_id(w.m->st.s, e2)->address, "h:2");
+	/* Ids are never reused, across restarts too. */
+	assert_int_equal(join_ok(w.m, &w.node, 3, "h:3"), e2 + 1);
+	mgmt_close(w.m);
+
+	/* The host engine's targets are fixed; its uuid follows the configuration. */
+	snprintf(cred, sizeof(cred), "%s/admin.cred", test_dir);
+	cfg.state_dir = test_dir;
+	cfg.admin_cred = cred;
+	assert_int_equal(mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg)), -EINVAL);
+	assert_non_null(strstr(msg, "targets"));
+	cfg.ntargets = NTARGETS;
+	uuid_of(0x5a, uuid);
+	cfg.engine_uuid = uuid;
+	assert_int_equal(mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg)), 0);
+	assert_memory_equal(ms_engine_by_id(m2->st.s, 0)->uuid.data, uuid, 16);
+	assert_true(mgmt_map_version(m2) > v);
+	mgmt_close(m2);
+
+	/* A map that does not match the engines is a damaged state. */
+	w.m = svc_open(test_dir);
+	snprintf(path, sizeof(path), "%s/state.pb", test_dir);
+	w.m->st.s->n_engines--; /* the model's last record, not the map's */
+	assert_int_equal(mgmt_state_commit(&w.m->st), 0);
+	w.m->st.s->n_engines++;
+	mgmt_close(w.m);
+	assert_int_equal(mgmt_open(&cfg, &hooks, &m2, msg, sizeof(msg)), -LODE_ECORRUPT);
+	assert_non_null(strstr(msg, "pool map"));
+	unlink(path);
+	w.m = NULL;
+	{
+		char cmd[700];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", test_dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
+static void test_map_hook(void **state)
+{
+	struct bare w;
+	uint32_t id;
+
+	hook_calls = 0;
+	bare_make(&w, "hook");
+	/* At start, with the loaded version (a first start's map is version 1). */
+	assert_int_equal(hook_calls, 1);
+	assert_int_equal(hook_versions[0], 1);
+	id = join_ok(w.m, &w.node, 1, "h:1");
+	assert_int_equal(hook_calls, 2);
+	assert_int_equal(hook_versions[1], 2);
+	/* Calls that change nothing: no call. */
+	join_ok(w.m, &w.node, 1, "h:1");
+	assert_int_equal(set_state(w.m, &w.root, 0, S_DOWN), RPC_FAILED_PRECONDITION);
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	assert_int_equal(hook_calls, 2);
+	assert_int_equal(set_state(w.m, &w.root, id, S_DRAIN), RPC_OK);
+	assert_int_equal(hook_calls, 3);
+	assert_int_equal(hook_versions[2], 3);
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m) + 10000), 1); /* silent: DOWN */
+	assert_int_equal(hook_calls, 4);
+	assert_int_equal(hook_versions[3], 4);
+	assert_int_equal(mgmt_map_version(w.m), 4);
+	mgmt_close(w.m);
+	w.m = svc_open(test_dir);
+	assert_int_equal(hook_calls, 5);
+	assert_int_equal(hook_versions[4], 4);
+	bare_end(&w);
+}
+
+static void test_map_failed_write(void **state)
+{
+	char path[700];
+	struct bare w;
+	uint32_t id, v0, v;
+
+	bare_make(&w, "mapwrite");
+	id = join_ok(w.m, &w.node, 1, "h:1");
+	engine_state(w.m, &w.root, id, &v0);
+	snprintf(path, sizeof(path), "%s/state.pb", test_dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(mkdir(path, 0700), 0);
+	/* Nothing of any of these stays. */
+	assert_int_equal(engine_join(w.m, &w.node, 2, "h:2", 2, NULL), RPC_INTERNAL);
+	assert_int_equal(set_state(w.m, &w.root, id, S_DOWN), RPC_INTERNAL);
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m) + 10000), -EISDIR);
+	assert_int_equal(engine_state(w.m, &w.root, id, &v), S_UP);
+	assert_int_equal(v, v0);
+	assert_int_equal(mgmt_map_version(w.m), v0);
+	assert_null(ms_engine_by_uuid(w.m->st.s, (uint8_t[16]){2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+								2, 2, 2, 2}));
+	assert_int_equal(w.m->st.s->next_engine_id, id + 1);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(join_ok(w.m, &w.node, 2, "h:2"), id + 1);
+	bare_end(&w);
 }
 
 int main(void)
@@ -1129,6 +1796,15 @@ int main(void)
 		cmocka_unit_test(test_persistence),
 		cmocka_unit_test(test_failed_write_rolls_back),
 		cmocka_unit_test(test_system_query),
+		cmocka_unit_test(test_engine_join),
+		cmocka_unit_test(test_engine_heartbeat),
+		cmocka_unit_test(test_engine_detection),
+		cmocka_unit_test(test_rebuild),
+		cmocka_unit_test(test_engine_set_state),
+		cmocka_unit_test(test_map_get),
+		cmocka_unit_test(test_map_persistence),
+		cmocka_unit_test(test_map_hook),
+		cmocka_unit_test(test_map_failed_write),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
