@@ -76,8 +76,26 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 		if (rc == -EEXIST)
 			rc = 0; /* made by an earlier attempt that did not finish */
 	}
+	if (rc < 0) {
+		/* Undo, so that the label can be created again: the targets that
+		 * made it drop it, then the service forgets it (best effort; the
+		 * first error is what the caller gets). */
+		int err = rc;
+
+		for (unsigned j = 0; j < c->ntargets; j++) {
+			struct creq *r = creq_new(c, NET_OP_CONT_DESTROY, j);
+
+			if (!r)
+				break;
+			r->a = a;
+			creq_submit(r, NULL, NULL);
+		}
+		conn_cont_release(c, &a.cont);
+		conn_cont_unregister(c, label);
+		return err;
+	}
 	conn_cont_release(c, &a.cont);
-	if (rc == 0 && uuid_out)
+	if (uuid_out)
 		*uuid_out = a.cont;
-	return rc;
+	return 0;
 }

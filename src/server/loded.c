@@ -196,6 +196,26 @@ static unsigned mgmt_targets(void *arg, struct mgmt_target_info *out, unsigned m
 	return s->ntargets;
 }
 
+/* The service's map moved on: the targets refuse requests placed with an older one. */
+static void mgmt_map_changed(void *arg, uint32_t version)
+{
+	struct srv *s = arg;
+
+	atomic_store(&s->map_ver, version);
+}
+
+/*
+ * This engine's part of a rebuild: engines do not rebuild yet, so it never
+ * reports one done, and the service never declares a DOWN engine OUT (which
+ * would move its shards' place to engines that do not hold them). DOWN
+ * engines stay DOWN, read degraded, until reintegrated.
+ */
+static void mgmt_rebuild(void *arg, struct mgmt_rebuild_info *out)
+{
+	(void)arg;
+	memset(out, 0, sizeof(*out));
+}
+
 /* The host part of "host:port" or "[v6]:port", as gRPC wants it back. */
 static void addr_host(const char *addr, char *out, size_t cap)
 {
@@ -213,7 +233,10 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 {
 	static char listen[300], state[4200], cred[4300];
 	struct mgmt_config mc = {0};
-	struct mgmt_hooks hooks = {.arg = s, .targets = mgmt_targets};
+	struct mgmt_hooks hooks = {.arg = s, .targets = mgmt_targets,
+				   .map_changed = mgmt_map_changed,
+				   .rebuild = mgmt_rebuild};
+	uint8_t uuid[16];
 	char host[260], msg[512] = "", text[300];
 	int rc;
 
@@ -244,6 +267,13 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 	mc.cap_lifetime_s = c->cap_lifetime;
 	mc.key_rotate_s = c->key_rotate;
 	mc.admin_cred = cred;
+	mc.heartbeat_ms = c->heartbeat_ms;
+	mc.grace_ms = c->grace_ms;
+	if ((rc = srv_engine_uuid(c->path, uuid, msg, sizeof(msg))) < 0) {
+		fprintf(stderr, "loded: %s\n", msg);
+		return rc;
+	}
+	mc.engine_uuid = uuid;
 	if ((rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg))) < 0) {
 		fprintf(stderr, "loded: management service on %s: %s\n", listen,
 			msg[0] ? msg : lode_strerror(rc));

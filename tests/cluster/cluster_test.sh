@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Several engines in one system, on loopback: one loded hosts the
+# management service, two more join it (--join). Checks that engines join
+# and show UP in the pool map; that a killed engine is marked DOWN within
+# the grace period in a new map version while a client of another engine
+# keeps writing without an error (its requests are refused as stale once,
+# then sent again with the new version); that an excluded engine refuses
+# data and serves again once reintegrated; that a restarted engine gets its
+# old id back and stays DOWN; that refused credentials stop a joining
+# engine with the service's words; and that an engine which loses the
+# service fences itself.
+#
+# usage: cluster_test.sh LODED LODE
+set -u
+loded=$1
+lode=$2
+export UCX_NET_DEVICES=lo
+mkdir -p "${LODE_TEST_TMP:-/tmp}"
+dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-cluster-test.XXXXXX")
+pid=
+pids=()
+cleanup() {
+	for p in "${pids[@]}" $pid; do
+		kill -CONT "$p" 2>/dev/null
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+export HOME=$dir/home XDG_CONFIG_HOME=$dir/xdg
+mkdir -p "$HOME"
+unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_FILE
+
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
+
+HB=(--heartbeat-ms 200 --grace-ms 1500)
+loded_start --ram --transport tcp --targets 2 "${HB[@]}"
+a_addr=$addr
+mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
+A() { "$lode" --addr "$a_addr" "$@"; }
+
+# join NAME: start an engine that joins A's service; sets jpid and jaddr
+join() {
+	local name=$1 port _
+	shift
+	for _ in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 40000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+		"$loded" --listen "127.0.0.1:$port" --path "$dir/$name" --ram --transport tcp \
+			--join "$mgmt" --join-cred "$LODE_CREDENTIALS" "$@" >>"$dir/$name.log" 2>&1 &
+		jpid=$!
+		jaddr=127.0.0.1:$port
+		for _ in $(seq 100); do
+			kill -0 "$jpid" 2>/dev/null || break
+			"$lode" --addr "$jaddr" --timeout 2000 status >/dev/null 2>&1 && return 0
+			sleep 0.1
+		done
+		kill "$jpid" 2>/dev/null
+		wait "$jpid" 2>/dev/null
+	done
+	echo "FAIL engine $name did not come up; its log:"
+	cat "$dir/$name.log"
+	exit 1
+}
+
+# engine_state ID: the state `lode system engines` shows for engine ID
+engine_state() {
+	A system engines 2>/dev/null | awk -v id="$1" '$1 == id { print $3 }'
+}
+# wait_state NAME ID STATE SECONDS: until engine ID is in STATE
+wait_state() {
+	local i
+	for i in $(seq $(($4 * 10))); do
+		[ "$(engine_state "$2")" = "$3" ] && { echo "ok   $1"; pass=$((pass + 1)); return; }
+		sleep 0.1
+	done
+	failed "$1: engine $2 is '$(engine_state "$2")', expected $3"
+	A system engines
+}
+map_version() { "$lode" --addr "$1" status --json | sed -n 's/.*"map_version":\([0-9]*\).*/\1/p'; }
+
+# ---- two engines join ----
+join b
+b_pid=$jpid b_addr=$jaddr
+pids+=("$b_pid")
+join c --targets 3
+c_pid=$jpid c_addr=$jaddr
+pids+=("$c_pid")
+wait_state "engine 1 joins UP" 1 UP 5
+wait_state "engine 2 joins UP" 2 UP 5
+check "system engines lists three" 0 A system engines
+[ "$(grep -cE '^ *[0-9]+ ' "$dir/out")" -eq 3 ] || failed "engines: $(cat "$dir/out")"
+grep -q "joined the system as engine 1" "$dir/b.log" || failed "b's log names its id"
+v1=$(map_version "$a_addr")
+[ -n "$v1" ] && [ "$v1" -ge 3 ] || failed "map version after two joins is '$v1', expected >= 3"
+
+# ---- kill -9 of an engine: DOWN within the grace period; clients go on ----
+A cont create data >/dev/null || failed "cont create"
+A bench --cont data --rw write --bs 4k --size 8M --runtime 4 --ceiling 0 --json >"$dir/bench.json" 2>"$dir/bench.err" &
+bench=$!
+sleep 1
+kill -9 "$c_pid"
+wait "$c_pid" 2>/dev/null
+t0=$(date +%s%N)
+wait_state "killed engine 2 is DOWN" 2 DOWN 5
+t1=$(date +%s%N)
+echo "     detected in $(((t1 - t0) / 1000000)) ms (grace 1500 ms)"
+wait "$bench"
+rc=$?
+[ "$rc" -eq 0 ] || { failed "bench across the map change exited $rc"; cat "$dir/bench.err"; }
+grep -q '"errors":0,' "$dir/bench.json" || failed "bench saw errors: $(cat "$dir/bench.json")"
+v2=$(map_version "$a_addr")
+[ -n "$v2" ] && [ "$v2" -gt "$v1" ] || failed "map version $v2 after the death, was $v1"
+
+# ---- a restarted engine gets its id back and stays DOWN ----
+join c --targets 3
+c_pid=$jpid c_addr=$jaddr
+pids+=("$c_pid")
+grep -q "joined the system as engine 2" "$dir/c.log" || failed "restarted c is engine 2 again"
+sleep 0.5
+[ "$(engine_state 2)" = DOWN ] || failed "restarted engine 2 is $(engine_state 2), not DOWN"
+check "a DOWN engine refuses data" 1 "$lode" --addr "$c_addr" cont create onc
+grep -q "not serving" "$dir/err" || failed "refusal names the fence: $(cat "$dir/err")"
+
+# ---- exclude and reintegrate by hand ----
+check "exclude engine 1" 0 A system exclude 1
+wait_state "excluded engine 1 is DOWN" 1 DOWN 3
+sleep 0.5
+check "an excluded engine refuses data" 1 "$lode" --addr "$b_addr" cont create onb
+check "exclude engine 0 is refused" 1 A system exclude 0
+check "reintegrate engine 1" 0 A system reintegrate 1
+for _ in $(seq 30); do
+	"$lode" --addr "$b_addr" cont create onb >/dev/null 2>&1 && break
+	sleep 0.1
+done
+# The refused creates above were undone: the label is free again.
+check "a reintegrated engine serves" 0 "$lode" --addr "$b_addr" kv put onb o k1 v1
+check "and reads back" 0 "$lode" --addr "$b_addr" kv get onb o k1
+[ "$(cat "$dir/out")" = v1 ] || failed "kv get on b: $(cat "$dir/out")"
+
+# ---- credentials the service refuses stop a joining engine ----
+printf 'user: admin\nsecret: wrong\n' >"$dir/bad.cred"
+"$loded" --listen 127.0.0.1:0 --path "$dir/bad" --ram --transport tcp --join "$mgmt" \
+	--join-cred "$dir/bad.cred" >"$dir/bad.log" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] || failed "a join with a wrong secret started"
+grep -q "joining $mgmt" "$dir/bad.log" || failed "bad join says why: $(cat "$dir/bad.log")"
+check "join without join_cred is a usage error" 2 "$loded" --join "$mgmt" --ram
+
+# ---- an engine that loses the service fences itself ----
+# A client of engine 1 writes while the service dies: within the grace
+# period the engine stops serving, and the client is told why.
+"$lode" --addr "$b_addr" bench --cont onb --rw write --bs 4k --size 4M --runtime 8 --ceiling 0 \
+	>"$dir/bench2.out" 2>"$dir/bench2.err" &
+bench=$!
+sleep 2
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+pid=
+for _ in $(seq 40); do
+	grep -q "lost the management service" "$dir/b.log" && break
+	sleep 0.1
+done
+grep -q "lost the management service" "$dir/b.log" || failed "b did not fence itself"
+wait "$bench"
+rc=$?
+[ "$rc" -ne 0 ] || failed "writes to a fenced engine went on"
+grep -q "not serving" "$dir/bench2.err" || failed "the client was not told: $(cat "$dir/bench2.err")"
+checks_done
