@@ -338,26 +338,32 @@ int creq_rma(struct creq *r, void *buf, size_t len)
 
 static void eq_complete(lode_event_t *ev);
 
+/* Take r off the in-flight list, if it is on it. Lock held. */
+static void req_unlink(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+
+	if (!r->prev && c->head != r)
+		return;
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		c->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		c->tail = r->prev;
+	r->prev = r->next = NULL;
+}
+
 /* r's result is final: pass it on. Called with the lock held. */
 static void req_finish(struct creq *r)
 {
-	lode_conn_t *c = r->c;
 	struct creq *p = r->parent;
 
 	if (r->on_done)
 		r->on_done(r);
-	/* Off the in-flight list. */
-	if (r->prev || c->head == r) {
-		if (r->prev)
-			r->prev->next = r->next;
-		else
-			c->head = r->next;
-		if (r->next)
-			r->next->prev = r->prev;
-		else
-			c->tail = r->prev;
-		r->prev = r->next = NULL;
-	}
+	req_unlink(r);
 	r->done = true;
 	if (p) {
 		if (r->rc < 0 && p->rc == 0)
@@ -398,16 +404,7 @@ static bool req_resend(struct creq *r)
 		atomic_store(&c->map_ver, want);
 	if (want > atomic_load(&c->map_want))
 		atomic_store(&c->map_want, want);
-	/* Off the in-flight list; req_send puts it back at the tail. */
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		c->head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	else
-		c->tail = r->prev;
-	r->prev = r->next = NULL;
+	req_unlink(r); /* req_send puts it back at the tail */
 	r->replied = false;
 	r->rc = 0;
 	r->val = 0;
