@@ -6,12 +6,18 @@
 #   make bench    build and run the engine benchmark
 #   make bench-net build and run the data plane's table (bench/net/run.sh)
 #   make bench-fs  build and run the POSIX layer's table (bench/fs/run.sh)
+#   make eval     build and run the evaluation (bench/eval/run.sh): device
+#                 ceilings, transport heatmaps, end to end; writes
+#                 docs/evaluation.md, docs/eval/*.png and docs/eval/raw/*.json.
+#                 Quick mode (10-15 min on 2 cores) unless MODE=full or
+#                 FULL=1; EVAL_OUT=DIR writes elsewhere; SECTIONS="net report"
+#                 runs only those parts (device, net, e2e, report)
 MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 BUILD := build
 ASAN := build/asan
 
-.PHONY: all deps build up down test bench bench-net bench-fs clean
+.PHONY: all deps build up down test bench bench-net bench-fs eval clean
 
 all: build
 
@@ -43,6 +49,10 @@ bench-net: build
 
 bench-fs: build
 	@bench/fs/run.sh $(BUILD)
+
+eval: build
+	@MODE=$(if $(FULL),full,$(or $(MODE),quick)) EVAL_COMMAND="make eval$(if $(FULL), FULL=1)$(if $(MODE), MODE=$(MODE))" \
+		BUILD=$(CURDIR)/$(BUILD) bench/eval/run.sh $(SECTIONS)
 
 clean:
 	rm -rf $(BUILD)

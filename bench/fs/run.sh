@@ -41,6 +41,9 @@ esac
 }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BENCH_PROG=run.sh
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 BUILD=${1:-$ROOT/build}
 OUT=${2:-$(mktemp -d "${TMPDIR:-/tmp}/lode-fsbench.XXXXXX")}
 RUNTIME=${RUNTIME:-10}
@@ -60,12 +63,7 @@ for b in "$BIN/lode" "$BIN/loded" "$BIN/lode-fuse" "$BIN/lode-mdbench" "$PRELOAD
 		exit 2
 	}
 done
-for t in fio python3 gcc fusermount3; do
-	command -v "$t" >/dev/null || {
-		echo "run.sh: $t is needed (scripts/install-deps.sh installs it)" >&2
-		exit 2
-	}
-done
+bench_need fio python3 gcc fusermount3 || exit 2
 [ -f "$EXAMPLES/passthrough_ll.c" ] || {
 	echo "run.sh: $EXAMPLES/passthrough_ll.c not found (libfuse3-dev)" >&2
 	exit 2
@@ -78,25 +76,12 @@ DATA=$WORK/data
 MNT_PT=$OUT/mnt-pt
 MNT_LODE=$OUT/mnt-lode
 PT=$OUT/passthrough_ll
-loded_pid=
 
 cleanup() {
 	local rc=$?
 	trap - EXIT
-	for m in "$MNT_LODE" "$MNT_PT"; do
-		if mountpoint -q "$m" 2>/dev/null; then
-			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-		fi
-	done
-	if [ -n "$loded_pid" ] && kill -0 "$loded_pid" 2>/dev/null; then
-		kill -TERM "$loded_pid" 2>/dev/null || true
-		for _ in $(seq 1 100); do
-			kill -0 "$loded_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$loded_pid" 2>/dev/null || true
-		wait "$loded_pid" 2>/dev/null || true
-	fi
+	bench_unmount "$MNT_LODE" "$MNT_PT"
+	bench_loded_stop
 	rm -rf "$WORK"
 	exit "$rc"
 }
@@ -108,27 +93,14 @@ mkdir -p "$LOCAL" "$DATA" "$MNT_PT" "$MNT_LODE"
 gcc -O2 -I"$EXAMPLES" -o "$PT" "$EXAMPLES/passthrough_ll.c" \
 	$(pkg-config --cflags --libs fuse3)
 
-PORT=$(python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
-ADDR=127.0.0.1:$PORT
+ADDR=127.0.0.1:$(bench_free_port)
 export LODE_ADDR=$ADDR UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
 echo "run.sh: loded on $ADDR ($TARGETS RAM targets), output in $OUT" >&2
 # The first start writes the admin's credentials; every client connects with them.
 export LODE_CREDENTIALS=$OUT/admin.credentials
 rm -f "$LODE_CREDENTIALS"
-"$BIN/loded" --listen "$ADDR" --path "$DATA" --ram --capacity 4G --targets "$TARGETS" \
-	--admin-cred "$LODE_CREDENTIALS" >"$OUT/loded.log" 2>&1 &
-loded_pid=$!
-for _ in $(seq 1 300); do
-	"$BIN/lode" status >/dev/null 2>&1 && break
-	kill -0 "$loded_pid" 2>/dev/null || {
-		cat "$OUT/loded.log" >&2
-		exit 1
-	}
-	sleep 0.1
-done
+bench_loded_start "$BIN/loded" "$BIN/lode" "$ADDR" "$OUT/loded.log" --path "$DATA" --ram \
+	--capacity 4G --targets "$TARGETS" --admin-cred "$LODE_CREDENTIALS" || exit 1
 "$BIN/lode" cont create fsbench
 "$BIN/lode-fuse" --transport "$TRANSPORT" fsbench "$MNT_LODE"
 "$PT" "$MNT_PT" -o source="$LOCAL"

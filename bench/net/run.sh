@@ -90,24 +90,14 @@ if [ -e "$DATA" ]; then
 	echo "run.sh: $DATA already exists; not touching it" >&2
 	exit 1
 fi
-loded_pid=
+BENCH_PROG=run.sh
+# shellcheck source=bench/common.sh
+. "$ROOT/bench/common.sh"
 
 cleanup() {
 	local rc=$?
 	trap - EXIT
-	if [ -n "$loded_pid" ] && kill -0 "$loded_pid" 2>/dev/null; then
-		kill -TERM "$loded_pid" 2>/dev/null || true
-		# loded drains what is in flight and exits; give it 10 s.
-		for _ in $(seq 1 100); do
-			kill -0 "$loded_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		if kill -0 "$loded_pid" 2>/dev/null; then
-			echo "run.sh: loded did not stop on SIGTERM; killing it" >&2
-			kill -KILL "$loded_pid" 2>/dev/null || true
-		fi
-		wait "$loded_pid" 2>/dev/null || true
-	fi
+	bench_loded_stop
 	rm -rf "$DATA"
 	exit "$rc"
 }
@@ -115,40 +105,14 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# A port nobody holds now; loded binds it a moment later (a race that only a
-# busy machine could lose, and then loded says so and the run stops).
-PORT=$(python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
-ADDR=127.0.0.1:$PORT
+ADDR=127.0.0.1:$(bench_free_port)
 
 echo "run.sh: starting loded on $ADDR, data in $DATA, output in $OUT" >&2
 # The first start writes the admin's credentials; the benchmark connects with them.
 export LODE_CREDENTIALS=$OUT/admin.credentials
 rm -f "$LODE_CREDENTIALS"
-"$LODED" --listen "$ADDR" --path "$DATA" --ram --capacity 2G --targets 1 \
-	--admin-cred "$LODE_CREDENTIALS" >"$OUT/loded.log" 2>&1 &
-loded_pid=$!
-
-ready=0
-for _ in $(seq 1 300); do
-	if ! kill -0 "$loded_pid" 2>/dev/null; then
-		echo "run.sh: loded exited before serving; its log:" >&2
-		cat "$OUT/loded.log" >&2
-		exit 1
-	fi
-	if "$LODE" --addr "$ADDR" status >/dev/null 2>&1; then
-		ready=1
-		break
-	fi
-	sleep 0.1
-done
-if [ "$ready" != 1 ]; then
-	echo "run.sh: loded did not answer 'lode status' within 30 s; its log:" >&2
-	cat "$OUT/loded.log" >&2
-	exit 1
-fi
+bench_loded_start "$LODED" "$LODE" "$ADDR" "$OUT/loded.log" --path "$DATA" --ram \
+	--capacity 2G --targets 1 --admin-cred "$LODE_CREDENTIALS" || exit 1
 
 # Repeats are the outer loop, so that a burst of load from elsewhere lands on
 # different cases rather than on every run of one.
