@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "client/agent_client.h"
@@ -177,14 +178,43 @@ static int call_errno(int st, int not_found)
 	return rpc_status_errno(st);
 }
 
+/*
+ * A replicated service's follower answers a call it must not serve with
+ * UNAVAILABLE naming the leader, or saying there is none yet (src/mgmt
+ * README, "Replication"): call the leader on a channel of its own for this
+ * call (c->mgmt stays as it is: other threads use it), or wait a moment and
+ * ask again. A few tries, then the last answer stands.
+ */
 static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
 		     const ProtobufCMessageDescriptor *rd, const uint8_t *cap, ProtobufCMessage **rep,
 		     int not_found)
 {
-	char msg[256] = "";
-	int st = rpc_call(c->mgmt, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0, c->timeout_ms,
-			  rep, msg, sizeof(msg));
+	rpc_channel_t *ch = c->mgmt, *led = NULL;
+	char msg[256] = "", leader[256];
+	int st;
 
+	for (int try = 0;; try++) {
+		int r;
+
+		msg[0] = '\0';
+		st = rpc_call(ch, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0, c->timeout_ms, rep,
+			      msg, sizeof(msg));
+		if (st != RPC_UNAVAILABLE || try == 12)
+			break;
+		r = rpc_redirect_parse(msg, leader, sizeof(leader));
+		if (r < 0 && ch == c->mgmt)
+			break;
+		if (led)
+			rpc_channel_close(led);
+		led = NULL;
+		ch = c->mgmt;
+		if (r == 1 && rpc_channel_reopen(c->mgmt, leader, &led) == 0)
+			ch = led;
+		else
+			usleep(r == 0 ? 250000 : 50000); /* no leader yet, or it went away */
+	}
+	if (led)
+		rpc_channel_close(led);
 	if (st != RPC_OK) {
 		snprintf(c->mgmt_err, sizeof(c->mgmt_err), "%s: %s", method + 19, msg);
 		return call_errno(st, not_found);

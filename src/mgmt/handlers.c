@@ -63,9 +63,15 @@ static int fail(char *msg, size_t msg_cap, int status, const char *fmt, ...)
 	return status;
 }
 
-/* A failed commit: the model is back to what is on disk. */
+/* A failed commit: the model is back to what is on disk (replicated: to
+ * the last committed state, and the client may try the leader again). */
 static int fail_commit(char *msg, size_t msg_cap, int rc)
 {
+	if (rc == -LODE_ENOTLEADER || rc == -ETIMEDOUT || rc == -ECANCELED)
+		return fail(msg, msg_cap, RPC_UNAVAILABLE,
+			    "the change was not committed (%s: no majority, or the leader "
+			    "changed); nothing changed here",
+			    lode_strerror(rc));
 	return fail(msg, msg_cap, RPC_INTERNAL,
 		    "the change was not persisted (%s); nothing changed", lode_strerror(rc));
 }
@@ -2012,15 +2018,24 @@ enum auth_need {
 	AUTH_ANY,   /* any valid one, container-scoped too */
 };
 
+/* Replicated (replica.c), who may serve a method. */
+enum serve_where {
+	LEADER,      /* changes the state, or needs the current one (Connect) */
+	ANY_REPLICA, /* reads: any replica answers from its applied state */
+};
+
 static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMessage *req,
 		    ProtobufCMessage **reply, char *msg, size_t msg_cap, enum auth_need auth,
-		    op_fn fn)
+		    enum serve_where where, op_fn fn)
 {
 	struct mgmt *m = arg;
 	struct caller who;
 	int st = RPC_OK;
 
 	*reply = NULL;
+	/* A follower sends the client to the leader (mgmt_replica_serves). */
+	if (m->repl && where == LEADER && !mgmt_replica_serves(m, msg, msg_cap))
+		return RPC_UNAVAILABLE;
 	pthread_mutex_lock(&m->lock);
 	if (auth != AUTH_NONE)
 		st = caller_get(m, ci, auth == AUTH_ANY, &who, msg, msg_cap);
@@ -2037,51 +2052,51 @@ static void reply_free(ProtobufCMessage *reply)
 	protobuf_c_message_free_unpacked(reply, NULL);
 }
 
-/* name, request type, handler, what the call needs of its capability */
+/* name, request type, handler, what the call needs of its capability, who may serve it */
 #define MGMT_METHODS(X)                                                                            \
-	X(Connect, connect_request, op_connect, AUTH_NONE)                                         \
-	X(RenewCapability, renew_request, op_renew, AUTH_NONE)                                     \
-	X(PoolCreate, pool_create_request, op_pool_create, AUTH_POOL)                              \
-	X(PoolListAll, empty, op_pool_list, AUTH_POOL)                                             \
-	X(PoolQuery, pool_ref, op_pool_query, AUTH_POOL)                                           \
-	X(PoolDestroy, pool_destroy_request, op_pool_destroy, AUTH_POOL)                           \
-	X(ContCreate, cont_create_request, op_cont_create, AUTH_POOL)                              \
-	X(ContListAll, pool_ref, op_cont_list, AUTH_POOL)                                          \
-	X(ContQuery, cont_ref, op_cont_query, AUTH_POOL)                                           \
-	X(ContDestroy, cont_ref, op_cont_destroy, AUTH_POOL)                                       \
-	X(OpenContainer, cont_ref, op_cont_open, AUTH_POOL)                                        \
-	X(TenantCreate, name_ref, op_tenant_create, AUTH_POOL)                                     \
-	X(TenantListAll, empty, op_tenant_list, AUTH_POOL)                                         \
-	X(TenantDestroy, name_ref, op_tenant_destroy, AUTH_POOL)                                   \
-	X(UserCreate, user_create_request, op_user_create, AUTH_POOL)                              \
-	X(UserListAll, name_ref, op_user_list, AUTH_POOL)                                          \
-	X(UserRevoke, name_ref, op_user_revoke, AUTH_POOL)                                         \
-	X(UserRestore, name_ref, op_user_restore, AUTH_POOL)                                       \
-	X(UserSetSecret, user_secret_request, op_user_secret, AUTH_POOL)                           \
-	X(GroupCreate, group_create_request, op_group_create, AUTH_POOL)                           \
-	X(GroupAddUser, group_member_request, op_group_add, AUTH_POOL)                             \
-	X(GroupRemoveUser, group_member_request, op_group_remove, AUTH_POOL)                       \
-	X(GroupListAll, name_ref, op_group_list, AUTH_POOL)                                        \
-	X(AclSet, acl_entry, op_acl_set, AUTH_POOL)                                                \
-	X(AclGet, name_ref, op_acl_get, AUTH_POOL)                                                 \
-	X(SystemQuery, empty, op_system_query, AUTH_POOL)                                          \
-	X(RotateKey, empty, op_rotate_key, AUTH_POOL)                                              \
-	X(PoolMapGet, empty, op_pool_map_get, AUTH_ANY)                                            \
-	X(EngineJoin, engine_join_request, op_engine_join, AUTH_POOL)                              \
-	X(EngineHeartbeat, heartbeat_request, op_engine_heartbeat, AUTH_POOL)                      \
-	X(EngineSetState, engine_state_request, op_engine_set_state, AUTH_POOL)
+	X(Connect, connect_request, op_connect, AUTH_NONE, LEADER)                                  \
+	X(RenewCapability, renew_request, op_renew, AUTH_NONE, LEADER)                              \
+	X(PoolCreate, pool_create_request, op_pool_create, AUTH_POOL, LEADER)                       \
+	X(PoolListAll, empty, op_pool_list, AUTH_POOL, ANY_REPLICA)                                 \
+	X(PoolQuery, pool_ref, op_pool_query, AUTH_POOL, ANY_REPLICA)                               \
+	X(PoolDestroy, pool_destroy_request, op_pool_destroy, AUTH_POOL, LEADER)                    \
+	X(ContCreate, cont_create_request, op_cont_create, AUTH_POOL, LEADER)                       \
+	X(ContListAll, pool_ref, op_cont_list, AUTH_POOL, ANY_REPLICA)                              \
+	X(ContQuery, cont_ref, op_cont_query, AUTH_POOL, ANY_REPLICA)                               \
+	X(ContDestroy, cont_ref, op_cont_destroy, AUTH_POOL, LEADER)                                \
+	X(OpenContainer, cont_ref, op_cont_open, AUTH_POOL, LEADER)                                 \
+	X(TenantCreate, name_ref, op_tenant_create, AUTH_POOL, LEADER)                              \
+	X(TenantListAll, empty, op_tenant_list, AUTH_POOL, ANY_REPLICA)                             \
+	X(TenantDestroy, name_ref, op_tenant_destroy, AUTH_POOL, LEADER)                            \
+	X(UserCreate, user_create_request, op_user_create, AUTH_POOL, LEADER)                       \
+	X(UserListAll, name_ref, op_user_list, AUTH_POOL, ANY_REPLICA)                              \
+	X(UserRevoke, name_ref, op_user_revoke, AUTH_POOL, LEADER)                                  \
+	X(UserRestore, name_ref, op_user_restore, AUTH_POOL, LEADER)                                \
+	X(UserSetSecret, user_secret_request, op_user_secret, AUTH_POOL, LEADER)                    \
+	X(GroupCreate, group_create_request, op_group_create, AUTH_POOL, LEADER)                    \
+	X(GroupAddUser, group_member_request, op_group_add, AUTH_POOL, LEADER)                      \
+	X(GroupRemoveUser, group_member_request, op_group_remove, AUTH_POOL, LEADER)                \
+	X(GroupListAll, name_ref, op_group_list, AUTH_POOL, ANY_REPLICA)                            \
+	X(AclSet, acl_entry, op_acl_set, AUTH_POOL, LEADER)                                         \
+	X(AclGet, name_ref, op_acl_get, AUTH_POOL, ANY_REPLICA)                                     \
+	X(SystemQuery, empty, op_system_query, AUTH_POOL, ANY_REPLICA)                              \
+	X(RotateKey, empty, op_rotate_key, AUTH_POOL, LEADER)                                       \
+	X(PoolMapGet, empty, op_pool_map_get, AUTH_ANY, ANY_REPLICA)                                \
+	X(EngineJoin, engine_join_request, op_engine_join, AUTH_POOL, LEADER)                       \
+	X(EngineHeartbeat, heartbeat_request, op_engine_heartbeat, AUTH_POOL, LEADER)               \
+	X(EngineSetState, engine_state_request, op_engine_set_state, AUTH_POOL, LEADER)
 
 /* rpc_handler_fn has no method argument: one small function per method. */
-#define MGMT_ENTRY_FN(name, in, fn, auth)                                                          \
+#define MGMT_ENTRY_FN(name, in, fn, auth, where)                                                   \
 	static int rpc_##name(void *arg, const struct rpc_call_info *ci,                           \
 			      const ProtobufCMessage *req, ProtobufCMessage **reply, char *msg,    \
 			      size_t msg_cap)                                                      \
 	{                                                                                          \
-		return dispatch(arg, ci, req, reply, msg, msg_cap, auth, fn);                      \
+		return dispatch(arg, ci, req, reply, msg, msg_cap, auth, where, fn);               \
 	}
 MGMT_METHODS(MGMT_ENTRY_FN)
 
-#define MGMT_ENTRY(name, in, fn, auth)                                                             \
+#define MGMT_ENTRY(name, in, fn, auth, where)                                                      \
 	{"/lode.mgmt.v1.Mgmt/" #name, &lode__mgmt__v1__##in##__descriptor, rpc_##name, reply_free},
 
 const struct rpc_method mgmt_methods[] = {MGMT_METHODS(MGMT_ENTRY)};

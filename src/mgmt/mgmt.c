@@ -97,7 +97,7 @@ out:
 
 /* ---- first start ------------------------------------------------------------------ */
 
-static int first_start(struct mgmt *m, char *msg, size_t msg_cap)
+int mgmt_first_state(struct mgmt *m, char *msg, size_t msg_cap)
 {
 	ms_state *s = m->st.s;
 	int64_t now = mgmt_now_ms(m);
@@ -144,6 +144,9 @@ static int first_start(struct mgmt *m, char *msg, size_t msg_cap)
 		goto out;
 	if (ms_key_add(s, 1, key, 0, now))
 		goto out;
+	/* Replicated, there is no host engine 0: joined engines start at 1. */
+	if (m->nreplicas)
+		s->next_engine_id = 1;
 	rc = mgmt_state_commit(&m->st);
 out:
 	if (rc)
@@ -170,7 +173,8 @@ static char *strdup_or_null(const char *s, bool *oom)
 	return d;
 }
 
-/* The keyring and revocation table from the model. */
+/* The keyring and revocation table from the model. Replicated, a missing
+ * signer is not made here: keys come through the log. */
 static int live_tables_load(struct mgmt *m, char *msg, size_t msg_cap)
 {
 	const ms_state *s = m->st.s;
@@ -195,7 +199,7 @@ static int live_tables_load(struct mgmt *m, char *msg, size_t msg_cap)
 			return rc;
 		}
 	}
-	if (!signer) {
+	if (!signer && !m->nreplicas) {
 		rc = mgmt_key_rotate(m);
 		if (rc < 0) {
 			snprintf(msg, msg_cap, "no signing key, and making one failed: %s",
@@ -234,6 +238,8 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	m->key_rotate_s = cfg->key_rotate_s;
 	m->heartbeat_ms = cfg->heartbeat_ms ? cfg->heartbeat_ms : 500;
 	m->grace_ms = cfg->grace_ms ? cfg->grace_ms : 3000;
+	/* Replicated: mgmt_replica_start starts the replica itself. */
+	m->nreplicas = cfg->nreplicas;
 	if (oom) {
 		rc = -ENOMEM;
 		goto fail_early;
@@ -248,6 +254,13 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	}
 	rc = -pthread_cond_init(&m->timer_cond, NULL);
 	if (rc) {
+		pthread_mutex_destroy(&m->notify_lock);
+		pthread_mutex_destroy(&m->lock);
+		goto fail_early;
+	}
+	rc = -pthread_mutex_init(&m->prop_lock, NULL);
+	if (rc) {
+		pthread_cond_destroy(&m->timer_cond);
 		pthread_mutex_destroy(&m->notify_lock);
 		pthread_mutex_destroy(&m->lock);
 		goto fail_early;
@@ -270,7 +283,7 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	rc = mgmt_state_open(&m->st, cfg->state_dir, msg, msg_cap);
 	if (rc < 0)
 		goto fail;
-	if (rc == 1) {
+	if (rc == 1 || m->nreplicas) {
 		if (!m->admin_cred || !m->admin_cred[0]) {
 			snprintf(msg, msg_cap,
 				 "first start: the configuration needs admin_cred, where the "
@@ -278,15 +291,19 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 			rc = -EINVAL;
 			goto fail;
 		}
+	}
+	/* Replicated, the first leader makes the first state (replica.c). */
+	if (rc == 1 && !m->nreplicas) {
 		m->first_start = true;
-		rc = first_start(m, msg, msg_cap);
+		rc = mgmt_first_state(m, msg, msg_cap);
 		if (rc)
 			goto fail;
 	}
 	rc = live_tables_load(m, msg, msg_cap);
 	if (rc)
 		goto fail;
-	rc = mgmt_host_register(m, cfg->engine_uuid, msg, msg_cap);
+	/* Replicated, there is no host engine: every engine joins. */
+	rc = m->nreplicas ? 0 : mgmt_host_register(m, cfg->engine_uuid, msg, msg_cap);
 	if (rc)
 		goto fail;
 	/* Every engine's silence counts from now, not from before a restart. */
@@ -323,8 +340,12 @@ void mgmt_close(struct mgmt *m)
 	if (m->rv_init)
 		auth_revoked_fini(&m->rv);
 	pthread_cond_destroy(&m->timer_cond);
+	pthread_mutex_destroy(&m->prop_lock);
 	pthread_mutex_destroy(&m->notify_lock);
 	pthread_mutex_destroy(&m->lock);
+	if (m->applied)
+		OPENSSL_cleanse(m->applied, m->applied_len);
+	free(m->applied);
 	OPENSSL_cleanse(m->admin_secret, sizeof(m->admin_secret));
 	free(m->listen);
 	free(m->engine_addr);
@@ -375,7 +396,7 @@ out:
 	return rc;
 }
 
-static int cred_create(struct mgmt *m, const char *addr)
+int mgmt_cred_create(struct mgmt *m, const char *addr)
 {
 	char text[1024];
 
@@ -455,6 +476,16 @@ static void *timer_main(void *arg)
 	while (!m->stopping) {
 		const ms_state *s = m->st.s;
 		int64_t born = s->n_keys ? s->keys[s->n_keys - 1]->created_unix_ms : 0;
+
+		/* Replicated, only a leader with a state rotates; look again in a second. */
+		if (m->repl && (!mgmt_is_leader(m) || !s->n_tenants)) {
+			struct timespec again;
+
+			clock_gettime(CLOCK_REALTIME, &again);
+			again.tv_sec += 1;
+			pthread_cond_timedwait(&m->timer_cond, &m->lock, &again);
+			continue;
+		}
 		int64_t due = born + (int64_t)m->key_rotate_s * 1000 - m->clock_skew_ms;
 		struct timespec ts = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
 
@@ -499,6 +530,8 @@ static void *map_timer_main(void *arg)
 		pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 		if (m->stopping)
 			break;
+		if (!mgmt_replica_lead(m))
+			continue; /* a follower: the leader checks */
 		rc = mgmt_map_check(m, mgmt_now_ms(m));
 		if (rc < 0)
 			fprintf(stderr, "mgmt: checking the pool map: %s\n", lode_strerror(rc));
@@ -547,16 +580,25 @@ int mgmt_start(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, mg
 	}
 	if (cfg->tls.cert)
 		tls = &cfg->tls;
+	if (cfg->nreplicas && (!cfg->admin_cred || !cfg->admin_cred[0])) {
+		snprintf(msg, msg_cap, "a replicated service needs admin_cred");
+		return -EINVAL;
+	}
 	rc = mgmt_open(cfg, hooks, &m, msg, msg_cap);
 	if (rc)
 		return rc;
+	if (cfg->nreplicas) {
+		rc = mgmt_replica_start(m, cfg, msg, msg_cap);
+		if (rc)
+			goto fail;
+	}
 	rc = rpc_server_start(cfg->listen, tls, mgmt_methods, mgmt_nmethods, m, &m->port, &m->srv,
 			      msg, msg_cap);
 	if (rc)
 		goto fail;
 	mgmt_address(cfg->listen, m->port, addr, sizeof(addr));
 	if (m->first_start) {
-		rc = cred_create(m, addr);
+		rc = mgmt_cred_create(m, addr);
 		if (rc) {
 			snprintf(msg, msg_cap, "writing the credentials file %s: %s", m->admin_cred,
 				 lode_strerror(rc));
@@ -564,7 +606,7 @@ int mgmt_start(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, mg
 		}
 		OPENSSL_cleanse(m->admin_secret, sizeof(m->admin_secret));
 		m->first_start = false;
-	} else {
+	} else if (!m->repl) {
 		cred_update(m, addr);
 	}
 	if (m->key_rotate_s) {
@@ -589,6 +631,7 @@ fail:
 	timers_stop(m);
 	if (m->srv)
 		rpc_server_stop(m->srv);
+	mgmt_replica_stop(m);
 	/* A first start whose credentials never got out would leave an
 	 * administrator nobody can log in as: forget it, so that the next
 	 * start is a first start again. */
@@ -626,5 +669,6 @@ void mgmt_stop(mgmt_t *m)
 	timers_stop(m);
 	if (m->srv)
 		rpc_server_stop(m->srv);
+	mgmt_replica_stop(m);
 	mgmt_close(m);
 }

@@ -63,6 +63,18 @@ struct mgmt_hooks {
 	void (*rebuild)(void *arg, struct mgmt_rebuild_info *out);
 };
 
+/*
+ * One replica of a replicated service (README.md, "Replication"): its raft
+ * id (non-zero), the "A.B.C.D:PORT" its raft transport listens on, and the
+ * "HOST:PORT" of its gRPC service, which followers name in redirects.
+ */
+#define MGMT_REPLICAS_MAX 5
+struct mgmt_replica {
+	uint64_t id;
+	char raft[64];
+	char grpc[256];
+};
+
 struct mgmt_config {
 	const char *listen;       /* gRPC address, "host:port" (port 0: pick one) */
 	const char *state_dir;    /* where the state lives (created if missing) */
@@ -77,6 +89,17 @@ struct mgmt_config {
 	const uint8_t *engine_uuid;
 	unsigned heartbeat_ms;    /* how often engines send EngineHeartbeat; 0: 500 */
 	unsigned grace_ms;        /* an engine silent this long goes DOWN; 0: 3000 */
+	/*
+	 * Replication: nreplicas 0 is the single service (no raft). Else the
+	 * state goes through src/repl's log among replicas[] (1, 3 or 5), this
+	 * process hosting replica_id, with raft's files in <state_dir>/raft;
+	 * listen should be this replica's grpc address. There is no host
+	 * engine then (engine_uuid is unused): every engine joins.
+	 */
+	const struct mgmt_replica *replicas;
+	unsigned nreplicas;
+	uint64_t replica_id;
+	unsigned election_ms;     /* raft's election timeout; 0: 1000 (heartbeat a tenth) */
 };
 
 typedef struct mgmt mgmt_t;
@@ -102,6 +125,10 @@ struct auth_revoked *mgmt_revoked(mgmt_t *m);
 /* The pool map's current version (what was last persisted). Thread-safe,
  * never blocks: for the host's stale-version checks. */
 uint32_t mgmt_map_version(mgmt_t *m);
+
+/* Replicated: whether this replica leads now (see repl_is_leader); the
+ * single service always does. Thread-safe, never blocks. */
+bool mgmt_is_leader(mgmt_t *m);
 
 /* Stop serving and free; the state is already on disk. */
 void mgmt_stop(mgmt_t *m);

@@ -120,6 +120,26 @@ int rpc_call(rpc_channel_t *ch, const char *method, const ProtobufCMessage *req,
 	     const ProtobufCMessageDescriptor *reply_desc, const void *cap, size_t cap_len,
 	     unsigned timeout_ms, ProtobufCMessage **reply, char *msg, size_t msg_cap);
 
+/*
+ * A replicated management service (src/mgmt README, "Replication"): a
+ * replica that must not serve a call answers UNAVAILABLE with one of these
+ * messages, and clients call the leader instead, or wait a moment.
+ */
+#define RPC_NOT_LEADER "not the leader; leader at " /* followed by HOST:PORT */
+#define RPC_NO_LEADER "no leader yet"
+
+/*
+ * Whether msg (an UNAVAILABLE call's message) redirects: 1 with the
+ * leader's "HOST:PORT" in addr (cap bytes), 0 for RPC_NO_LEADER (try again
+ * shortly), -1 for anything else (not a redirect; also an address that does
+ * not fit). Does not block.
+ */
+int rpc_redirect_parse(const char *msg, char *addr, size_t cap);
+
+/* A channel to addr with the TLS settings ch was opened with (to follow a
+ * redirect). Errors as rpc_channel_open. */
+int rpc_channel_reopen(const rpc_channel_t *ch, const char *addr, rpc_channel_t **out);
+
 /* A negated errno / Lode code for an rpc_status, for callers that speak
  * Lode's convention (-EACCES for PERMISSION_DENIED, -LODE_EAUTH for
  * UNAUTHENTICATED, -ENOENT, -EEXIST, -EINVAL, -ENOTEMPTY for

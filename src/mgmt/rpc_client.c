@@ -22,7 +22,21 @@
 
 struct rpc_channel {
 	grpc_channel *ch;
+	/* What it was opened with, for rpc_channel_reopen. */
+	bool tls;
+	char *ca, *cert, *key;
 };
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = strdup(s);
+	*oom |= !d;
+	return d;
+}
 
 int rpc_channel_open(const char *addr, const struct rpc_tls *tls, rpc_channel_t **out)
 {
@@ -42,6 +56,21 @@ int rpc_channel_open(const char *addr, const struct rpc_tls *tls, rpc_channel_t 
 		return rc;
 	}
 	c = calloc(1, sizeof(*c));
+	if (c && tls) {
+		bool oom = false;
+
+		c->tls = true;
+		c->ca = dup_or_null(tls->ca, &oom);
+		c->cert = dup_or_null(tls->cert, &oom);
+		c->key = dup_or_null(tls->key, &oom);
+		if (oom) {
+			free(c->ca);
+			free(c->cert);
+			free(c->key);
+			free(c);
+			c = NULL;
+		}
+	}
 	if (!c) {
 		rpc_pem_free(&pem);
 		return -ENOMEM;
@@ -59,6 +88,9 @@ int rpc_channel_open(const char *addr, const struct rpc_tls *tls, rpc_channel_t 
 	grpc_channel_credentials_release(creds);
 	rpc_pem_free(&pem);
 	if (!c->ch) {
+		free(c->ca);
+		free(c->cert);
+		free(c->key);
 		free(c);
 		grpc_shutdown();
 		return -ENOMEM;
@@ -72,8 +104,36 @@ void rpc_channel_close(rpc_channel_t *c)
 	if (!c)
 		return;
 	grpc_channel_destroy(c->ch);
+	free(c->ca);
+	free(c->cert);
+	free(c->key);
 	free(c);
 	grpc_shutdown();
+}
+
+int rpc_channel_reopen(const rpc_channel_t *ch, const char *addr, rpc_channel_t **out)
+{
+	struct rpc_tls tls = {.ca = ch->ca, .cert = ch->cert, .key = ch->key};
+
+	return rpc_channel_open(addr, ch->tls ? &tls : NULL, out);
+}
+
+int rpc_redirect_parse(const char *msg, char *addr, size_t cap)
+{
+	static const char lead[] = RPC_NOT_LEADER;
+	size_t n;
+
+	if (strcmp(msg, RPC_NO_LEADER) == 0)
+		return 0;
+	if (strncmp(msg, lead, sizeof(lead) - 1) != 0)
+		return -1;
+	msg += sizeof(lead) - 1;
+	n = strcspn(msg, " \t\r\n");
+	if (n == 0 || n >= cap || !memchr(msg, ':', n))
+		return -1;
+	memcpy(addr, msg, n);
+	addr[n] = '\0';
+	return 1;
 }
 
 static void cq_destroy(grpc_completion_queue *cq)

@@ -225,6 +225,23 @@ static const char *ms_state_check(const ms_state *s)
 	return ms_state_check_map(s);
 }
 
+int ms_state_unpack(const void *buf, size_t len, ms_state **out, const char **why)
+{
+	ms_state *s = lode__mgmt__state__v1__state__unpack(NULL, len, buf);
+
+	*why = NULL;
+	if (!s)
+		return -LODE_ECORRUPT;
+	ms_state_forget_tenant_keys(s);
+	*why = ms_state_check(s);
+	if (*why) {
+		protobuf_c_message_free_unpacked(&s->base, NULL);
+		return -LODE_ECORRUPT;
+	}
+	*out = s;
+	return 0;
+}
+
 static int file_read(const char *path, uint8_t **out, size_t *len)
 {
 	struct stat sb;
@@ -320,17 +337,13 @@ int mgmt_state_open(struct mgmt_state *st, const char *dir, char *msg, size_t ms
 		snprintf(msg, msg_cap, "%s: %s", st->path, lode_strerror(rc));
 		goto fail;
 	}
-	st->s = lode__mgmt__state__v1__state__unpack(NULL, len, buf);
-	if (!st->s) {
-		rc = -LODE_ECORRUPT;
+	rc = ms_state_unpack(buf, len, &st->s, &why);
+	if (rc == -LODE_ECORRUPT && !why) {
 		snprintf(msg, msg_cap, "%s does not unpack as lode.mgmt.state.v1.State (%zu bytes)",
 			 st->path, len);
 		goto fail;
 	}
-	ms_state_forget_tenant_keys(st->s);
-	why = ms_state_check(st->s);
-	if (why) {
-		rc = -LODE_ECORRUPT;
+	if (rc) {
 		snprintf(msg, msg_cap, "%s: impossible state: %s", st->path, why);
 		goto fail;
 	}
@@ -390,7 +403,10 @@ int mgmt_state_commit(struct mgmt_state *st)
 		return -ENOMEM;
 	}
 	protobuf_c_message_pack(&st->s->base, buf);
-	rc = ms_file_write_atomic(st->dir, st->tmp_path, st->path, buf, len);
+	if (st->propose)
+		rc = st->propose(st->propose_arg, buf, len);
+	else
+		rc = ms_file_write_atomic(st->dir, st->tmp_path, st->path, buf, len);
 	if (rc) {
 		free(buf);
 		mgmt_state_rollback(st);

@@ -55,6 +55,13 @@ struct mgmt_state {
 	ms_state *s;	/* the model */
 	uint8_t *saved; /* what state.pb holds (NULL before the first write) */
 	size_t saved_len;
+	/*
+	 * Replicated (mgmt_replica_*): a commit proposes the packed state
+	 * through this instead of writing state.pb (the apply path writes it
+	 * on every replica); saved is then the last committed state.
+	 */
+	int (*propose)(void *arg, const void *buf, size_t len);
+	void *propose_arg;
 };
 
 /*
@@ -72,9 +79,10 @@ void mgmt_state_close(struct mgmt_state *st);
 
 /*
  * Persist the model: pack, write state.pb.tmp (0600), fsync, rename over
- * state.pb, fsync the directory. On any failure the model is put back to
- * what state.pb holds (so pointers into it are then stale) and -errno is
- * returned: a change is either on disk or gone.
+ * state.pb, fsync the directory (replicated: propose it instead). On any
+ * failure the model is put back to what state.pb holds (so pointers into it
+ * are then stale) and -errno is returned: a change is either on disk or
+ * gone. Replicated, also -LODE_ENOTLEADER and -ETIMEDOUT (repl_propose's).
  */
 int mgmt_state_commit(struct mgmt_state *st);
 
@@ -89,6 +97,13 @@ void mgmt_state_rollback(struct mgmt_state *st);
  */
 int ms_file_write_atomic(const char *dir, const char *tmp, const char *path, const void *buf,
 			 size_t len);
+
+/*
+ * A packed State as a load takes it: unpack, drop old tenant keys, check
+ * (the checks mgmt_state_open makes). *out is the new model. Errors:
+ * -LODE_ECORRUPT (why says what), -ENOMEM.
+ */
+int ms_state_unpack(const void *buf, size_t len, ms_state **out, const char **why);
 
 /* Names: 1..MS_NAME_MAX bytes of [A-Za-z0-9._-]. */
 bool ms_name_valid(const char *s);
@@ -229,6 +244,25 @@ struct mgmt {
 	/* Held while map_changed runs, so that calls never go backwards. */
 	pthread_mutex_t notify_lock;
 	uint32_t notified;     /* the last version map_changed was called with */
+	/* Replication (replica.c); repl NULL: the single service. */
+	struct repl *repl;
+	struct mgmt_replica replicas[MGMT_REPLICAS_MAX];
+	unsigned nreplicas;
+	uint64_t replica_id;
+	unsigned propose_ms;   /* how long a commit waits for the log */
+	/* prop_lock guards the proposal in flight (the leader's own state,
+	 * which apply then need not unpack) and the last applied bytes. */
+	pthread_mutex_t prop_lock;
+	const uint8_t *prop_buf;
+	size_t prop_len;
+	bool prop_applied;
+	uint8_t *applied;      /* the last state applied (snapshot's bytes) */
+	size_t applied_len;
+	bool applied_any;      /* an entry or snapshot was applied since start */
+	/* Set by the role callback (the replica's thread), read by the timers. */
+	bool leading;          /* atomic */
+	int64_t lead_since_ms; /* atomic: when this replica last became leader */
+	int64_t live_since_ms; /* the lead_since_ms m->live was last reset for (m->lock) */
 };
 
 /*
@@ -295,6 +329,38 @@ int mgmt_tick(struct mgmt *m, int64_t now_ms);
 /* Call hooks->map_changed if the version moved since the last call. Caller
  * holds no service lock. */
 void mgmt_map_publish(struct mgmt *m);
+
+/* ---- replication (replica.c) -------------------------------------------------- */
+
+/*
+ * Start the replica (cfg->replicas) after mgmt_open: raft's files in
+ * <state_dir>/raft, commits proposed through the log. Errors: repl_start's.
+ */
+int mgmt_replica_start(struct mgmt *m, const struct mgmt_config *cfg, char *msg, size_t msg_cap);
+void mgmt_replica_stop(struct mgmt *m);
+/*
+ * Apply a committed state (the fsm's apply and restore): write state.pb,
+ * and unless it is the state this leader just proposed (its model already),
+ * unpack and check it as a load does, replace the model, bring the keyring,
+ * the revocation table and the map version up to date and tell the host.
+ * Takes m->lock (caller must not hold it). Errors: -LODE_ECORRUPT (nothing
+ * changed), -ENOMEM.
+ */
+int mgmt_replica_apply(struct mgmt *m, const void *buf, size_t len);
+/* The last applied state's bytes, malloc'ed (the fsm's snapshot). -ENOMEM. */
+int mgmt_replica_snapshot(struct mgmt *m, void **buf, size_t *len);
+/* Whether this process may serve a call that needs the current state; if
+ * not, msg gets the redirect (RPC_NOT_LEADER HOST:PORT, or RPC_NO_LEADER). */
+bool mgmt_replica_serves(struct mgmt *m, char *msg, size_t msg_cap);
+/* Leader duties before each timer check (caller holds m->lock): false on a
+ * follower. On a new leadership, every engine's silence counts from it; on
+ * a group that never committed a state, the first state is made. */
+bool mgmt_replica_lead(struct mgmt *m);
+
+/* The first state (mgmt.c): system tenant, admin, default pool, key 1. */
+int mgmt_first_state(struct mgmt *m, char *msg, size_t msg_cap);
+/* Write the administrator's credentials file naming addr (mgmt.c). */
+int mgmt_cred_create(struct mgmt *m, const char *addr);
 
 /* The method table rpc_server_start serves (handlers.c). */
 extern const struct rpc_method mgmt_methods[];

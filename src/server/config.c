@@ -77,6 +77,8 @@ static int rule_tls(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_cap_lifetime(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_join(const struct srv_config *c, char *msg, size_t msglen);
 static int rule_heartbeat(const struct srv_config *c, char *msg, size_t msglen);
+static int rule_replicas(const struct srv_config *c, char *msg, size_t msglen);
+static int rule_election(const struct srv_config *c, char *msg, size_t msglen);
 
 #define FIELD(name) offsetof(struct srv_config, name), sizeof(((struct srv_config *)0)->name)
 
@@ -129,6 +131,12 @@ static const struct setting settings[] = {
 	 "with join: credentials of a system admin or node user"},
 	{"join_ca", "join-ca", "FILE", SET_STR, FIELD(join_ca), NULL,
 	 "with join: the CA of the service's TLS certificate"},
+	{"mgmt_replicas", "mgmt-replicas", "LIST", SET_STR, FIELD(mgmt_replicas), rule_replicas,
+	 "replicated service: ID=RAFT_IP:PORT@GRPC_HOST:PORT,... (1, 3 or 5)"},
+	{"mgmt_replica_id", "mgmt-replica-id", "ID", SET_NUM, FIELD(mgmt_replica_id), NULL,
+	 "with mgmt_replicas: the replica this loded hosts"},
+	{"mgmt_election_ms", "mgmt-election-ms", "MS", SET_NUM, FIELD(mgmt_election_ms),
+	 rule_election, "with mgmt_replicas: raft election timeout (50..60000)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -446,6 +454,142 @@ static int rule_join(const struct srv_config *c, char *msg, size_t msglen)
 	return 0;
 }
 
+/* "A.B.C.D:PORT", port 1..65535: what raft's transport takes. */
+static bool ipv4_port_valid(const char *a)
+{
+	unsigned b[4], port;
+	char tail;
+
+	return sscanf(a, "%3u.%3u.%3u.%3u:%5u%c", &b[0], &b[1], &b[2], &b[3], &port, &tail) == 5 &&
+	       b[0] < 256 && b[1] < 256 && b[2] < 256 && b[3] < 256 && port >= 1 &&
+	       port <= 65535 && strspn(a, "0123456789.:") == strlen(a);
+}
+
+/* "HOST:PORT" (or "[V6]:PORT"), port 1..65535. */
+static bool host_port_valid(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	char *end;
+	unsigned long port;
+
+	if (!colon || colon == a || (a[0] == '[' && colon[-1] != ']'))
+		return false;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	return colon[1] && !*end && !errno && port >= 1 && port <= 65535;
+}
+
+int srv_replicas_parse(const char *text, struct srv_replica *out, char *msg, size_t msglen)
+{
+	char buf[sizeof(((struct srv_config *)0)->mgmt_replicas)], *save = NULL, *e;
+	unsigned n = 0;
+
+	if (strlen(text) >= sizeof(buf)) {
+		msg_set(msg, msglen, "too long");
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", text);
+	for (e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char *eq, *at, *end;
+		unsigned long long id;
+
+		e += strspn(e, " \t");
+		e[strcspn(e, " \t")] = '\0';
+		eq = strchr(e, '=');
+		at = eq ? strchr(eq, '@') : NULL;
+		if (!eq || !at) {
+			msg_set(msg, msglen, "\"%s\" is not ID=RAFT_IP:PORT@GRPC_HOST:PORT", e);
+			return -EINVAL;
+		}
+		*eq = *at = '\0';
+		errno = 0;
+		id = strtoull(e, &end, 10);
+		if (!e[0] || *end || errno || id == 0 || id > UINT32_MAX) {
+			msg_set(msg, msglen, "replica id \"%s\" is not a number 1..4294967295", e);
+			return -EINVAL;
+		}
+		if (!ipv4_port_valid(eq + 1) || strlen(eq + 1) >= sizeof(out->raft)) {
+			msg_set(msg, msglen, "replica %llu: raft address \"%s\" is not A.B.C.D:PORT",
+				id, eq + 1);
+			return -EINVAL;
+		}
+		if (!host_port_valid(at + 1) || strlen(at + 1) >= sizeof(out->grpc)) {
+			msg_set(msg, msglen, "replica %llu: gRPC address \"%s\" is not HOST:PORT", id,
+				at + 1);
+			return -EINVAL;
+		}
+		if (n == SRV_REPLICAS_MAX) {
+			msg_set(msg, msglen, "more than %d replicas", SRV_REPLICAS_MAX);
+			return -EINVAL;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			if (out[i].id == id || strcmp(out[i].raft, eq + 1) == 0 ||
+			    strcmp(out[i].grpc, at + 1) == 0) {
+				msg_set(msg, msglen, "replica %llu repeats replica %llu's %s", id,
+					(unsigned long long)out[i].id,
+					out[i].id == id ? "id" : strcmp(out[i].raft, eq + 1) == 0
+								? "raft address"
+								: "gRPC address");
+				return -EINVAL;
+			}
+		}
+		out[n].id = id;
+		snprintf(out[n].raft, sizeof(out[n].raft), "%s", eq + 1);
+		snprintf(out[n].grpc, sizeof(out[n].grpc), "%s", at + 1);
+		n++;
+	}
+	if (n != 1 && n != 3 && n != 5) {
+		msg_set(msg, msglen, "%u replicas: a group has 1, 3 or 5", n);
+		return -EINVAL;
+	}
+	return (int)n;
+}
+
+static int rule_replicas(const struct srv_config *c, char *msg, size_t msglen)
+{
+	struct srv_replica r[SRV_REPLICAS_MAX];
+
+	if (!c->mgmt_replicas[0])
+		return 0;
+	return srv_replicas_parse(c->mgmt_replicas, r, msg, msglen) < 0 ? -EINVAL : 0;
+}
+
+static int rule_election(const struct srv_config *c, char *msg, size_t msglen)
+{
+	if (c->mgmt_election_ms >= 50 && c->mgmt_election_ms <= 60000)
+		return 0;
+	msg_set(msg, msglen, "%u is out of range (50..60000 ms)", c->mgmt_election_ms);
+	return -EINVAL;
+}
+
+/* The replica settings together: an id among the replicas, no join beside them. */
+static int rule_replica_id(const struct srv_config *c, char *msg, size_t msglen)
+{
+	struct srv_replica r[SRV_REPLICAS_MAX];
+	int n;
+
+	if (!c->mgmt_replicas[0]) {
+		if (!c->mgmt_replica_id)
+			return 0;
+		msg_set(msg, msglen, "mgmt_replica_id is only for a replica (set mgmt_replicas too)");
+		return -EINVAL;
+	}
+	if (c->join[0]) {
+		msg_set(msg, msglen, "mgmt_replicas and join exclude each other: a replica's loded "
+				     "joins its own service");
+		return -EINVAL;
+	}
+	n = srv_replicas_parse(c->mgmt_replicas, r, msg, msglen);
+	if (n < 0)
+		return -EINVAL;
+	for (int i = 0; i < n; i++)
+		if (r[i].id == c->mgmt_replica_id)
+			return 0;
+	msg_set(msg, msglen, "mgmt_replica_id %u is not one of mgmt_replicas' ids",
+		c->mgmt_replica_id);
+	return -EINVAL;
+}
+
 /*
  * The shapes net_addr_parse accepts, minus a bare IPv6 address: in
  * "fe80::1:7420" nobody can tell whether 7420 is a port, so IPv6 must be
@@ -527,6 +671,7 @@ void srv_config_defaults(struct srv_config *c)
 	c->key_rotate = 86400;
 	c->heartbeat_ms = 500;
 	c->grace_ms = 3000;
+	c->mgmt_election_ms = 1000;
 }
 
 int srv_config_check(const struct srv_config *c, char *err, size_t errlen)
@@ -555,7 +700,8 @@ int srv_config_check(const struct srv_config *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	/* Settings that depend on each other, checked once all are read. */
-	if (rule_heartbeat(c, err, errlen) != 0 || rule_join(c, err, errlen) != 0)
+	if (rule_heartbeat(c, err, errlen) != 0 || rule_join(c, err, errlen) != 0 ||
+	    rule_replica_id(c, err, errlen) != 0)
 		return -EINVAL;
 	return 0;
 }

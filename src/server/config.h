@@ -39,7 +39,27 @@ struct srv_config {
 	char join[256];         /* that service's address; "" (default): host the service here */
 	char join_cred[4096];   /* credentials file (user:, secret:) of a system administrator or a node user */
 	char join_ca[4096];     /* PEM CA the service's TLS certificate is checked with; "": plaintext */
+	/* Hosting a replica of a replicated service (src/mgmt README, "Replication"). */
+	char mgmt_replicas[1536]; /* "ID=RAFT_IP:PORT@GRPC_HOST:PORT,..." (1, 3 or 5); "": not replicated */
+	unsigned mgmt_replica_id; /* which of them this loded hosts */
+	unsigned mgmt_election_ms; /* raft's election timeout (heartbeat a tenth); default 1000 */
 };
+
+/* One replica of mgmt_replicas. */
+#define SRV_REPLICAS_MAX 5
+struct srv_replica {
+	uint64_t id;
+	char raft[64];  /* "A.B.C.D:PORT" */
+	char grpc[256]; /* "HOST:PORT" */
+};
+
+/*
+ * Parse a mgmt_replicas value: comma-separated "ID=RAFT@GRPC", ID 1..2^32-1
+ * and unique, RAFT an IPv4 "A.B.C.D:PORT", GRPC "HOST:PORT", both unique,
+ * 1, 3 or 5 of them. Returns how many (into out[SRV_REPLICAS_MAX]).
+ * Errors: -EINVAL with a message naming the entry.
+ */
+int srv_replicas_parse(const char *text, struct srv_replica *out, char *msg, size_t msglen);
 
 /* Fill c with the defaults above. */
 void srv_config_defaults(struct srv_config *c);

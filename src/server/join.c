@@ -7,6 +7,13 @@
  * pool map: the targets check capabilities with those keys and refuse
  * requests placed with an older map.
  *
+ * A loded that hosts a replica of a replicated service (mgmt_replicas) is
+ * a member too, of its own service: it calls its local replica, which
+ * redirects to the leader (call() follows, and goes back to the local
+ * replica when the leader stops answering); its targets keep verifying
+ * with the local replica's keyring and revocations (local_tables), and its
+ * credentials file may appear only once the first leader wrote it.
+ *
  * Fencing. The engine serves data only while the map says it is UP, DRAIN
  * or NEW and it has heard from the service within the grace period. An
  * engine that cannot reach the service may already be DOWN in a newer map
@@ -37,7 +44,11 @@
 
 struct member {
 	struct srv *s;
-	rpc_channel_t *ch;
+	rpc_channel_t *home;  /* the configured address */
+	rpc_channel_t *ch;    /* home, or the leader it redirected to */
+	char join[256], cred[4096];
+	bool local_tables;    /* keys and revocations are the local replica's */
+	bool cred_read;
 	char user[128];
 	char secret[AUTH_SECRET_MAX + 1];
 	uint8_t uuid[16];
@@ -259,13 +270,46 @@ static void log_once(struct member *m, const char *what, const char *msg)
 	}
 }
 
+/* Call on m->ch, home again if not already there. */
+static void go_home(struct member *m)
+{
+	if (m->ch != m->home)
+		rpc_channel_close(m->ch);
+	m->ch = m->home;
+}
+
+/*
+ * One call, following a replicated service's redirects (a few hops): a
+ * follower names the leader; a leader that no longer answers sends us back
+ * to the configured address, which knows the new one.
+ */
 static int call(struct member *m, const char *method, const ProtobufCMessage *req,
 		const ProtobufCMessageDescriptor *rd, bool with_cap, ProtobufCMessage **rep)
 {
-	char msg[256] = "";
-	int st = rpc_call(m->ch, method, req, rd, with_cap ? m->tok : NULL,
-			  with_cap ? AUTH_CAP_SIZE : 0, RPC_TIMEOUT_MS, rep, msg, sizeof(msg));
+	char msg[256] = "", leader[256];
+	int st = RPC_UNAVAILABLE;
 
+	for (int hop = 0; hop < 4; hop++) {
+		rpc_channel_t *next;
+		int r;
+
+		msg[0] = '\0';
+		st = rpc_call(m->ch, method, req, rd, with_cap ? m->tok : NULL,
+			      with_cap ? AUTH_CAP_SIZE : 0, RPC_TIMEOUT_MS, rep, msg, sizeof(msg));
+		if (st != RPC_UNAVAILABLE)
+			break;
+		r = rpc_redirect_parse(msg, leader, sizeof(leader));
+		if (r == 1 && rpc_channel_reopen(m->home, leader, &next) == 0) {
+			go_home(m);
+			m->ch = next;
+			continue;
+		}
+		if (r == -1 && m->ch != m->home) {
+			go_home(m);
+			continue;
+		}
+		break; /* no leader yet, or home does not answer: the next turn retries */
+	}
 	if (st != RPC_OK) {
 		log_once(m, method + 19, msg[0] ? msg : "failed");
 		return st;
@@ -277,8 +321,18 @@ static int login(struct member *m)
 {
 	Lode__Mgmt__V1__ConnectRequest req = LODE__MGMT__V1__CONNECT_REQUEST__INIT;
 	Lode__Mgmt__V1__ConnectReply *rep = NULL;
+	char msg[256];
 	int st;
 
+	/* A replica's credentials appear once the first leader wrote them. */
+	if (!m->cred_read) {
+		if (cred_read(m->cred, m->user, sizeof(m->user), m->secret, sizeof(m->secret), msg,
+			      sizeof(msg)) < 0) {
+			log_once(m, "credentials", msg);
+			return RPC_UNAVAILABLE;
+		}
+		m->cred_read = true;
+	}
 	req.user = m->user;
 	req.secret.data = (uint8_t *)m->secret;
 	req.secret.len = strlen(m->secret);
@@ -318,8 +372,10 @@ static int join(struct member *m)
 		srv_log("joined the system as engine %u", rep->engine_id);
 	m->engine_id = rep->engine_id;
 	m->joined = true;
-	keys_take(m, rep->keys, rep->n_keys);
-	revocations_take(m, rep->revocations, rep->n_revocations);
+	if (!m->local_tables) {
+		keys_take(m, rep->keys, rep->n_keys);
+		revocations_take(m, rep->revocations, rep->n_revocations);
+	}
 	map_take(m, rep->map);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return RPC_OK;
@@ -358,8 +414,10 @@ static int heartbeat(struct member *m)
 		  true, (ProtobufCMessage **)&rep);
 	if (st != RPC_OK)
 		return st;
-	keys_take(m, rep->keys, rep->n_keys);
-	revocations_take(m, rep->revocations, rep->n_revocations);
+	if (!m->local_tables) {
+		keys_take(m, rep->keys, rep->n_keys);
+		revocations_take(m, rep->revocations, rep->n_revocations);
+	}
 	map_take(m, rep->map);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return RPC_OK;
@@ -422,7 +480,8 @@ static void *member_main(void *arg)
 	return NULL;
 }
 
-int member_start(struct srv *s, struct member **out, char *msg, size_t cap)
+int member_start(struct srv *s, const char *join, const char *cred, bool local_tables,
+		 struct member **out, char *msg, size_t cap)
 {
 	const struct srv_config *c = s->cfg;
 	struct rpc_tls tls = {.ca = c->join_ca[0] ? c->join_ca : NULL};
@@ -434,6 +493,9 @@ int member_start(struct srv *s, struct member **out, char *msg, size_t cap)
 		return -ENOMEM;
 	}
 	m->s = s;
+	m->local_tables = local_tables;
+	snprintf(m->join, sizeof(m->join), "%s", join);
+	snprintf(m->cred, sizeof(m->cred), "%s", cred);
 	m->heartbeat_ms = HEARTBEAT_DEFAULT_MS;
 	m->grace_ms = GRACE_DEFAULT_MS;
 	pthread_mutex_init(&m->lock, NULL);
@@ -441,14 +503,17 @@ int member_start(struct srv *s, struct member **out, char *msg, size_t cap)
 	auth_keyring_init(&m->keys);
 	auth_revoked_init(&m->revoked);
 	atomic_store(&s->fenced, true);
-	if ((rc = cred_read(c->join_cred, m->user, sizeof(m->user), m->secret, sizeof(m->secret),
-			    msg, cap)) < 0 ||
-	    (rc = srv_engine_uuid(c->path, m->uuid, msg, cap)) < 0)
+	if (!local_tables && (rc = cred_read(cred, m->user, sizeof(m->user), m->secret,
+					     sizeof(m->secret), msg, cap)) < 0)
 		goto fail;
-	if ((rc = rpc_channel_open(c->join, c->join_ca[0] ? &tls : NULL, &m->ch)) < 0) {
-		snprintf(msg, cap, "the management service at %s: %s", c->join, lode_strerror(rc));
+	m->cred_read = !local_tables;
+	if ((rc = srv_engine_uuid(c->path, m->uuid, msg, cap)) < 0)
+		goto fail;
+	if ((rc = rpc_channel_open(join, c->join_ca[0] ? &tls : NULL, &m->home)) < 0) {
+		snprintf(msg, cap, "the management service at %s: %s", join, lode_strerror(rc));
 		goto fail;
 	}
+	m->ch = m->home;
 	/*
 	 * The first turn runs here: credentials the service refuses, or a
 	 * join it refuses, end the start with the service's words. A service
@@ -456,15 +521,17 @@ int member_start(struct srv *s, struct member **out, char *msg, size_t cap)
 	 */
 	st = turn(m);
 	if (st != RPC_OK && st != RPC_UNAVAILABLE && st != RPC_DEADLINE_EXCEEDED) {
-		snprintf(msg, cap, "joining %s: %s", c->join, m->last_err);
+		snprintf(msg, cap, "joining %s: %s", join, m->last_err);
 		rc = rpc_status_errno(st);
 		goto fail;
 	}
 	if (st != RPC_OK)
-		srv_log("the management service at %s does not answer yet; retrying", c->join);
+		srv_log("the management service at %s does not answer yet; retrying", join);
 	fence_update(m, now_ms());
-	s->keys = &m->keys;
-	s->revoked = &m->revoked;
+	if (!local_tables) {
+		s->keys = &m->keys;
+		s->revoked = &m->revoked;
+	}
 	if (pthread_create(&m->th, NULL, member_main, m) != 0) {
 		snprintf(msg, cap, "cannot start the heartbeat thread");
 		rc = -EAGAIN;
@@ -474,8 +541,10 @@ int member_start(struct srv *s, struct member **out, char *msg, size_t cap)
 	*out = m;
 	return 0;
 fail:
-	s->keys = NULL;
-	s->revoked = NULL;
+	if (!local_tables) {
+		s->keys = NULL;
+		s->revoked = NULL;
+	}
 	member_stop(m);
 	return rc < 0 ? rc : -EINVAL;
 }
@@ -491,8 +560,10 @@ void member_stop(struct member *m)
 		pthread_mutex_unlock(&m->lock);
 		pthread_join(m->th, NULL);
 	}
-	if (m->ch)
+	if (m->ch && m->ch != m->home)
 		rpc_channel_close(m->ch);
+	if (m->home)
+		rpc_channel_close(m->home);
 	auth_keyring_fini(&m->keys);
 	auth_revoked_fini(&m->revoked);
 	pthread_mutex_destroy(&m->lock);

@@ -7,6 +7,7 @@
 #ifndef LODE_SERVER_JOIN_H
 #define LODE_SERVER_JOIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,7 +15,12 @@ struct srv;
 struct member;
 
 /*
- * Read the credentials (cfg->join_cred), load or make the engine's uuid, and
+ * Join the service at join ("HOST:PORT"; a replicated service's follower
+ * redirects, and the member follows) with the credentials file cred. With
+ * local_tables (a loded hosting a replica), s->keys and s->revoked are left
+ * as they are (the local replica's) and cred may appear later (the first
+ * leader writes it): it is read when the member first logs in.
+ * Read the credentials, load or make the engine's uuid, and
  * make the first attempt: credentials or a join the service refuses fail
  * with its message in msg; a service that does not answer yet is retried by
  * the member's thread while the engine stays fenced. On success s->keys and
@@ -22,7 +28,8 @@ struct member;
  * Errors: -errno (the credentials file), -EINVAL, -LODE_ECORRUPT (a damaged
  * engine.uuid), the service's refusal (rpc_status_errno).
  */
-int member_start(struct srv *s, struct member **out, char *msg, size_t cap);
+int member_start(struct srv *s, const char *join, const char *cred, bool local_tables,
+		 struct member **out, char *msg, size_t cap);
 
 /* Stop heartbeating and free. The targets must be stopped first. NULL is fine. */
 void member_stop(struct member *m);

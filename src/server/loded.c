@@ -196,12 +196,16 @@ static unsigned mgmt_targets(void *arg, struct mgmt_target_info *out, unsigned m
 	return s->ntargets;
 }
 
-/* The service's map moved on: the targets refuse requests placed with an older one. */
+/* The service's map moved on: the targets refuse requests placed with an
+ * older one. A replica-hosting engine hears of versions from its replica and
+ * from its heartbeats too: the newer one counts. */
 static void mgmt_map_changed(void *arg, uint32_t version)
 {
 	struct srv *s = arg;
+	uint32_t old = atomic_load(&s->map_ver);
 
-	atomic_store(&s->map_ver, version);
+	while (version > old && !atomic_compare_exchange_weak(&s->map_ver, &old, version))
+		;
 }
 
 /*
@@ -229,9 +233,15 @@ static void addr_host(const char *addr, char *out, size_t cap)
  * Start the management service beside the targets: its keyring and
  * revocation table are the ones every target checks capabilities with.
  */
+/* Where the service listens and the administrator's credentials file
+ * (mgmt_host), for the replica-hosting engine's own join. */
+static char svc_listen[300], svc_cred[4300];
+
 static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 {
 	static char listen[300], state[4200], cred[4300];
+	static struct mgmt_replica reps[MGMT_REPLICAS_MAX];
+	struct srv_replica sr[SRV_REPLICAS_MAX];
 	struct mgmt_config mc = {0};
 	struct mgmt_hooks hooks = {.arg = s, .targets = mgmt_targets,
 				   .map_changed = mgmt_map_changed,
@@ -240,7 +250,22 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 	char host[260], msg[512] = "", text[300];
 	int rc;
 
-	if (c->mgmt_listen[0]) {
+	if (c->mgmt_replicas[0]) {
+		/* A replica listens where the others' redirects send clients. */
+		int n = srv_replicas_parse(c->mgmt_replicas, sr, msg, sizeof(msg));
+
+		for (int i = 0; i < n; i++) {
+			reps[i].id = sr[i].id;
+			snprintf(reps[i].raft, sizeof(reps[i].raft), "%s", sr[i].raft);
+			snprintf(reps[i].grpc, sizeof(reps[i].grpc), "%s", sr[i].grpc);
+			if (sr[i].id == c->mgmt_replica_id)
+				snprintf(listen, sizeof(listen), "%s", sr[i].grpc);
+		}
+		mc.replicas = reps;
+		mc.nreplicas = n > 0 ? (unsigned)n : 0;
+		mc.replica_id = c->mgmt_replica_id;
+		mc.election_ms = c->mgmt_election_ms;
+	} else if (c->mgmt_listen[0]) {
 		snprintf(listen, sizeof(listen), "%s", c->mgmt_listen);
 	} else {
 		addr_host(c->listen, host, sizeof(host));
@@ -279,14 +304,16 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 			msg[0] ? msg : lode_strerror(rc));
 		return rc;
 	}
+	snprintf(svc_listen, sizeof(svc_listen), "%s", listen);
+	snprintf(svc_cred, sizeof(svc_cred), "%s", cred);
 	s->keys = mgmt_keyring(*out);
 	s->revoked = mgmt_revoked(*out);
 	s->mgmt_port = (uint16_t)mgmt_port(*out);
 	s->mgmt_tls = mc.tls.cert != NULL;
 	addr_host(listen, host, sizeof(host));
 	snprintf(text, sizeof(text), "%s:%d", host, mgmt_port(*out));
-	srv_log("management service on %s (%s), state in %s", text, s->mgmt_tls ? "TLS" : "plaintext",
-		state);
+	srv_log("management service%s on %s (%s), state in %s",
+		mc.nreplicas ? " replica" : "", text, s->mgmt_tls ? "TLS" : "plaintext", state);
 	if (write_file(c->mgmt_addrfile, text) < 0)
 		srv_log("cannot write %s: %s", c->mgmt_addrfile, strerror(errno));
 	return 0;
@@ -305,13 +332,40 @@ static int member_host(struct srv *s, struct member **out)
 	char msg[512] = "";
 	int rc;
 
-	if ((rc = member_start(s, out, msg, sizeof(msg))) < 0) {
+	if ((rc = member_start(s, s->cfg->join, s->cfg->join_cred, false, out, msg, sizeof(msg))) <
+	    0) {
 		fprintf(stderr, "loded: %s\n", msg[0] ? msg : lode_strerror(rc));
 		return rc;
 	}
 	s->mgmt_port = port ? (uint16_t)atoi(port + 1) : 0;
 	s->mgmt_tls = s->cfg->join_ca[0] != 0;
 	srv_log("member of the system whose management service is %s", s->cfg->join);
+	return 0;
+}
+
+/*
+ * A replica-hosting loded is an engine of its own service like any other:
+ * it joins through its local replica (which redirects to the leader) with
+ * join_cred, else the administrator's credentials the first leader writes,
+ * while its targets verify with the local replica's (replicated) keyring.
+ */
+static int replica_member(struct srv *s, struct member **out)
+{
+	const struct srv_config *c = s->cfg;
+	char join[300], jcred[4300], msg[512] = "";
+	int rc;
+
+	snprintf(join, sizeof(join), "%s", svc_listen);
+	if (c->join_cred[0])
+		snprintf(jcred, sizeof(jcred), "%s", c->join_cred);
+	else
+		snprintf(jcred, sizeof(jcred), "%s", svc_cred);
+	if ((rc = member_start(s, join, jcred, true, out, msg, sizeof(msg))) < 0) {
+		fprintf(stderr, "loded: joining the replicated service: %s\n",
+			msg[0] ? msg : lode_strerror(rc));
+		return rc;
+	}
+	srv_log("engine of the replicated service, joining through %s", join);
 	return 0;
 }
 
@@ -384,6 +438,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (cfg.join[0] ? (rc = member_host(&s, &member)) < 0 : (rc = mgmt_host(&cfg, &s, &mgmt)) < 0) {
+		close(lfd);
+		ucp_cleanup(s.ctx);
+		return 1;
+	}
+	if (cfg.mgmt_replicas[0] && replica_member(&s, &member) < 0) {
+		mgmt_stop(mgmt);
 		close(lfd);
 		ucp_cleanup(s.ctx);
 		return 1;

@@ -391,6 +391,76 @@ static void test_join_and_heartbeat(void **state)
 	assert_int_equal(c.grace_ms, 250);
 }
 
+static void test_mgmt_replicas(void **state)
+{
+	struct srv_replica r[SRV_REPLICAS_MAX];
+	struct srv_config c;
+	char err[512];
+	bool help;
+
+	(void)state;
+	assert_int_equal(srv_replicas_parse("1=127.0.0.1:7601@127.0.0.1:7501,"
+					    "2=127.0.0.1:7602@host-b:7502, 3=10.0.0.3:7603@[::1]:7503",
+					    r, err, sizeof(err)),
+			 3);
+	assert_int_equal(r[1].id, 2);
+	assert_string_equal(r[1].raft, "127.0.0.1:7602");
+	assert_string_equal(r[1].grpc, "host-b:7502");
+	assert_string_equal(r[2].grpc, "[::1]:7503");
+	assert_int_equal(srv_replicas_parse("7=127.0.0.1:1@a:2", r, err, sizeof(err)), 1);
+	assert_err(srv_replicas_parse("1=127.0.0.1:1@a:2,2=127.0.0.1:2@a:3", r, err, sizeof(err)),
+		   -EINVAL, err, "2 replicas: a group has 1, 3 or 5");
+	assert_err(srv_replicas_parse("1=127.0.0.1:1", r, err, sizeof(err)), -EINVAL, err,
+		   "is not ID=RAFT_IP:PORT@GRPC_HOST:PORT");
+	assert_err(srv_replicas_parse("0=127.0.0.1:1@a:2", r, err, sizeof(err)), -EINVAL, err,
+		   "replica id \"0\"");
+	assert_err(srv_replicas_parse("x=127.0.0.1:1@a:2", r, err, sizeof(err)), -EINVAL, err,
+		   "replica id \"x\"");
+	assert_err(srv_replicas_parse("1=localhost:1@a:2", r, err, sizeof(err)), -EINVAL, err,
+		   "raft address \"localhost:1\" is not A.B.C.D:PORT");
+	assert_err(srv_replicas_parse("1=127.0.0.1:70000@a:2", r, err, sizeof(err)), -EINVAL, err,
+		   "is not A.B.C.D:PORT");
+	assert_err(srv_replicas_parse("1=127.0.0.1:1@a", r, err, sizeof(err)), -EINVAL, err,
+		   "gRPC address \"a\" is not HOST:PORT");
+	assert_err(srv_replicas_parse("1=127.0.0.1:1@a:1,1=127.0.0.1:2@a:2,3=127.0.0.1:3@a:3", r,
+				      err, sizeof(err)),
+		   -EINVAL, err, "replica 1 repeats replica 1's id");
+	assert_err(srv_replicas_parse("1=127.0.0.1:1@a:1,2=127.0.0.1:1@a:2,3=127.0.0.1:3@a:3", r,
+				      err, sizeof(err)),
+		   -EINVAL, err, "repeats replica 1's raft address");
+	assert_err(srv_replicas_parse("1=127.0.0.1:1@a:1,2=127.0.0.1:2@a:1,3=127.0.0.1:3@a:3", r,
+				      err, sizeof(err)),
+		   -EINVAL, err, "repeats replica 1's gRPC address");
+	assert_err(srv_replicas_parse("1=127.0.0.1:1@a:1,2=127.0.0.1:2@a:2,3=127.0.0.1:3@a:3,"
+				      "4=127.0.0.1:4@a:4,5=127.0.0.1:5@a:5,6=127.0.0.1:6@a:6",
+				      r, err, sizeof(err)),
+		   -EINVAL, err, "more than 5 replicas");
+
+	/* Together: the id must be one of them, and no join beside them. */
+	srv_config_defaults(&c);
+	assert_int_equal(c.mgmt_election_ms, 1000);
+	c.mgmt_replica_id = 2;
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err, "set mgmt_replicas too");
+	assert_int_equal(parse(&c, &help, err, sizeof(err), "--mgmt-replicas",
+			       "1=127.0.0.1:7601@127.0.0.1:7501", "--mgmt-replica-id", "1",
+			       "--mgmt-election-ms", "300", NULL),
+			 0);
+	assert_int_equal(srv_config_check(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.mgmt_election_ms, 300);
+	c.mgmt_replica_id = 4;
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err,
+		   "mgmt_replica_id 4 is not one of mgmt_replicas' ids");
+	c.mgmt_replica_id = 1;
+	strcpy(c.join, "127.0.0.1:7000");
+	strcpy(c.join_cred, "/x");
+	assert_err(srv_config_check(&c, err, sizeof(err)), -EINVAL, err, "exclude each other");
+	srv_config_defaults(&c);
+	assert_err(parse(&c, &help, err, sizeof(err), "--mgmt-replicas", "1=nope", NULL), -EINVAL,
+		   err, "--mgmt-replicas: \"1=nope\" is not ID=");
+	assert_err(parse(&c, &help, err, sizeof(err), "--mgmt-election-ms", "10", NULL), -EINVAL,
+		   err, "out of range (50..60000 ms)");
+}
+
 static void test_load_overflow(void **state)
 {
 	expect_bad_yaml("capacity: 18446744073709551616\n", ":1: capacity:", "out of range");
@@ -816,6 +886,7 @@ int main(void)
 		cmocka_unit_test(test_load_bad_bool),
 		cmocka_unit_test(test_load_bad_number),
 		cmocka_unit_test(test_join_and_heartbeat),
+		cmocka_unit_test(test_mgmt_replicas),
 		cmocka_unit_test(test_load_overflow),
 		cmocka_unit_test(test_load_bad_suffix),
 		cmocka_unit_test(test_load_bad_strings),
