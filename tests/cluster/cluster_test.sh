@@ -46,7 +46,7 @@ join() {
 	local name=$1 port _
 	shift
 	for _ in 1 2 3 4 5; do
-		port=$((20000 + RANDOM % 40000))
+		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
 		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
 		"$loded" --listen "127.0.0.1:$port" --path "$dir/$name" --ram --transport tcp \
 			--join "$mgmt" --join-cred "$LODE_CREDENTIALS" "$@" >>"$dir/$name.log" 2>&1 &

@@ -34,23 +34,27 @@ unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_
 
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 
-# Three free ports per replica: bootstrap, gRPC, raft.
-free_port() {
-	local p
+# Three free ports per replica: bootstrap, gRPC, raft. They are fixed in
+# the replicas' configuration, so a port taken between the pick and the
+# bind cannot be picked again: they come from below the kernel's ephemeral
+# range (32768 up), which the other tests' UCX listeners draw from.
+used=" "
+free_port() { # free_port VAR: a port no one answers on and not picked before
+	local port
 	while :; do
-		p=$((20000 + RANDOM % 40000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-		case " ${used:-} " in *" $p "*) continue ;; esac
-		used="${used:-} $p"
-		echo "$p"
+		port=$((20000 + RANDOM % 12000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+		case "$used" in *" $port "*) continue ;; esac
+		used="$used$port "
+		printf -v "$1" '%s' "$port"
 		return
 	done
 }
 declare -A A G R
 for i in 1 2 3; do
-	A[$i]=127.0.0.1:$(free_port)
-	G[$i]=127.0.0.1:$(free_port)
-	R[$i]=127.0.0.1:$(free_port)
+	free_port p; A[$i]=127.0.0.1:$p
+	free_port p; G[$i]=127.0.0.1:$p
+	free_port p; R[$i]=127.0.0.1:$p
 done
 reps="1=${R[1]}@${G[1]},2=${R[2]}@${G[2]},3=${R[3]}@${G[3]}"
 export LODE_CREDENTIALS=$dir/admin.credentials

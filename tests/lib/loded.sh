@@ -12,7 +12,7 @@ loded_start() {
 	addr=
 	export LODE_CREDENTIALS=$dir/admin.credentials
 	for try in 1 2 3 4 5; do
-		port=$((20000 + RANDOM % 40000))
+		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
 		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			continue # something answers there already
 		fi
