@@ -21,6 +21,9 @@
  *   -ETIMEDOUT     the server did not answer within the connection's timeout;
  *                  the connection is failed from then on
  *   -ECONNRESET    the server went away while the request was in flight
+ *   -EHOSTDOWN     (several engines) the engine holding the data is lost or
+ *                  DOWN and no replica can serve the request; the connection
+ *                  goes on with the other engines
  *   -EPROTO        the server sent something this client cannot parse
  *
  * Asynchrony: every call that moves data takes `lode_event_t *ev`. With ev
@@ -42,7 +45,10 @@
  * default, lode_conn_opts.timeout_ms or $LODE_TIMEOUT_MS) fails with
  * -ETIMEDOUT; a server that dies fails its requests with -ECONNRESET as soon
  * as the transport notices (tcp, rdma) or within 100 ms (shm, where the
- * client watches the server's process). No call waits forever.
+ * client watches the server's process). With several engines, only that
+ * engine is lost: its requests fail with -EHOSTDOWN (reads of replicated
+ * objects go to another replica instead) and the connection goes on. No
+ * call waits forever.
  */
 #ifndef LODE_LODE_H
 #define LODE_LODE_H

@@ -1,20 +1,25 @@
 /*
  * liblode's connections, requests and events.
  *
- * A connection is one UCX worker with one endpoint per target of the server.
- * It learns the targets' worker addresses from loded's bootstrap socket,
- * then every request is one Active Message to the target that owns it and
- * one Active Message back. A request is found again by its id (a slot index
+ * A connection reaches every engine of the pool map: one UCX worker and
+ * endpoint per target of each, numbered engine after engine (the global
+ * target index; the wire names the engine's own index). It learns the
+ * targets' worker addresses from each loded's bootstrap socket, then every
+ * request is one Active Message to the target that owns it and one Active
+ * Message back. A request is found again by its id (a slot index
  * and a generation, so a late reply to a request that timed out is dropped).
  *
  * Waiting: callers busy-poll the worker, which is what small I/O needs (a
  * wake-up on the other core costs more than the I/O), and fall back to
  * sleeping on the worker's event fd after a millisecond without progress.
  *
- * Failure: an endpoint error (the server died) or a request older than the
- * timeout fails the whole connection: every request in flight completes with
- * the error, the endpoints are closed (cancelling what UCX still holds), and
- * later calls get -ENOTCONN. Nothing waits forever.
+ * Failure: an endpoint error (an engine died) or a request older than the
+ * timeout loses that engine: its requests in flight complete with
+ * -EHOSTDOWN (a read moves on to another replica, place.c), its endpoints
+ * are closed, and later requests placed on it fail at once. When no other
+ * engine is left, the whole connection fails instead: every request in
+ * flight completes with the error and later calls get -ENOTCONN. Nothing
+ * waits forever.
  */
 #include "client/client.h"
 
@@ -356,11 +361,38 @@ static void req_unlink(struct creq *r)
 	r->prev = r->next = NULL;
 }
 
+static void req_maybe_finish(struct creq *r);
+
+/* Count a member's result into its write's leader l. */
+static void member_count(struct creq *l, int rc)
+{
+	if (rc == 0)
+		l->members_ok++;
+	else if (rc == -EHOSTDOWN || rc == -LODE_EFENCED) {
+		if (!l->lost_rc || rc == -LODE_EFENCED)
+			l->lost_rc = rc;
+	} else if (!l->shadow_rc) {
+		l->shadow_rc = rc;
+	}
+}
+
 /* r's result is final: pass it on. Called with the lock held. */
 static void req_finish(struct creq *r)
 {
 	struct creq *p = r->parent;
 
+	if (r->leader) {
+		/* A shadow: count its member in, then see to the leader. */
+		struct creq *l = r->leader;
+
+		req_unlink(r);
+		r->done = true;
+		member_count(l, r->rc);
+		req_release(r);
+		l->nshadow--;
+		req_maybe_finish(l);
+		return;
+	}
 	if (r->on_done)
 		r->on_done(r);
 	req_unlink(r);
@@ -382,44 +414,149 @@ static void req_finish(struct creq *r)
 }
 
 static int req_send(struct creq *r);
+static int64_t now_us(void);
 
 /*
- * An engine refused r as placed with an older pool map than its own. The
- * placement over one engine's targets does not depend on the map, so r
- * goes again at once, carrying the engine's version, and the renewer
- * thread fetches the map itself (conn_map_refresh). A few times at most:
- * an engine whose version keeps running ahead is answered with the error.
+ * An engine refused r as placed with an older pool map than its own: r
+ * waits on c->parked for the renewer thread to fetch the map (PoolMapGet)
+ * and is placed again with it and sent (conn_map_install), since with the
+ * new map its data may live elsewhere. A few times at most: an engine whose
+ * version keeps running ahead is answered with the error. r->val keeps the
+ * version the engine named.
  */
 #define RESEND_MAX 4
 
-static bool req_resend(struct creq *r)
+static bool req_park(struct creq *r)
 {
 	lode_conn_t *c = r->c;
-	uint32_t want = (uint32_t)r->val;
 
-	if (r->rc != -LODE_ESTALEMAP || r->resent >= RESEND_MAX || c->failed || r->op == 0)
+	if (r->rc != -LODE_ESTALEMAP || r->resent >= RESEND_MAX || c->failed || r->op == 0 ||
+	    r->final)
 		return false;
 	r->resent++;
-	if (want > atomic_load(&c->map_ver))
-		atomic_store(&c->map_ver, want);
-	if (want > atomic_load(&c->map_want))
-		atomic_store(&c->map_want, want);
+	req_unlink(r);
+	r->parked = true;
+	r->deadline_us = now_us() + (int64_t)c->timeout_ms * 1000;
+	r->next = c->parked;
+	c->parked = r;
+	conn_map_wake(c, (uint32_t)r->val);
+	return true;
+}
+
+/* Make r ready to go again: off the list, no reply yet. Lock held. */
+static void req_reset(struct creq *r)
+{
 	req_unlink(r); /* req_send puts it back at the tail */
 	r->replied = false;
 	r->rc = 0;
 	r->val = 0;
 	r->in_len = 0;
-	if ((r->rc = req_send(r)) < 0) {
+}
+
+/*
+ * A read whose member's engine is lost, fenced or too slow moves on to the
+ * next member of its group, transparently. Not while UCX still holds an
+ * operation of its first send (orphans): their callbacks could not be told
+ * from the new ones'.
+ */
+static bool req_retry(struct creq *r)
+{
+	lode_conn_t *c = r->c;
+	int rc = r->rc;
+
+	if (!r->placed || r->write || r->final || r->orphans || c->failed ||
+	    (rc != -EHOSTDOWN && rc != -LODE_EFENCED && rc != -ETIMEDOUT))
+		return false;
+	req_reset(r);
+	r->member++;
+	if ((r->rc = conn_place(c, r, NULL)) < 0 || (r->rc = req_send(r)) < 0) {
+		if (r->rc == -EHOSTDOWN || r->rc == -EINVAL)
+			r->rc = rc; /* no member left: the first member's verdict */
 		r->replied = true;
 		return false;
 	}
 	return true;
 }
 
+/*
+ * A replicated write's result: an error of any member is the write's,
+ * except a lost one (unreachable, or fenced: not serving), which makes a
+ * degraded write as long as one member acknowledged it. With none, the
+ * write fails with a fenced member's error, else -EHOSTDOWN.
+ */
+static void req_write_result(struct creq *r)
+{
+	member_count(r, r->rc);
+	if (r->shadow_rc)
+		r->rc = r->shadow_rc;
+	else
+		r->rc = r->members_ok ? 0 : r->lost_rc;
+}
+
 static void req_maybe_finish(struct creq *r)
 {
-	if (r->replied && r->pending == 0 && !r->done && !req_resend(r))
-		req_finish(r);
+	if (!r->replied || r->pending || r->done || r->parked || r->nshadow)
+		return;
+	if (r->rc == -LODE_EFENCED)
+		conn_map_wake(r->c, atomic_load(&r->c->map_ver) + 1); /* its state may have changed */
+	if (req_park(r) || req_retry(r))
+		return;
+	if (r->placed && r->write && !r->leader)
+		req_write_result(r);
+	req_finish(r);
+}
+
+void conn_req_fail(struct creq *r, int rc)
+{
+	r->parked = false;
+	r->replied = true;
+	r->final = true;
+	r->rc = rc;
+	req_maybe_finish(r);
+}
+
+int conn_req_resend(struct creq *r)
+{
+	return req_send(r);
+}
+
+int conn_req_send(struct creq *r)
+{
+	r->ev = NULL;
+	r->parent = NULL;
+	r->waited = false;
+	return req_send(r);
+}
+
+static void engine_close(lode_conn_t *c, unsigned e)
+{
+	for (unsigned i = c->eng[e].first; i < c->eng[e].first + c->eng[e].ntgts; i++) {
+		if (c->eps[i])
+			net_ep_close_force(c->eps[i]);
+		c->eps[i] = NULL;
+	}
+}
+
+/*
+ * Pass on the result of every request in flight on engine e (all engines:
+ * e < 0) that has its reply and nothing outstanding. Finishing one can
+ * finish another anywhere in the list (a shadow its leader), so the walk
+ * starts again from the head after each; a leader still waiting for its
+ * shadows is left to them. Lock held.
+ */
+static void fail_pass(lode_conn_t *c, int e)
+{
+	struct creq *r = c->head;
+
+	while (r) {
+		if ((e < 0 || c->w[r->tgt].eng == (unsigned)e) && r->replied && !r->pending &&
+		    !r->nshadow && !r->done && !r->parked) {
+			req_maybe_finish(r);
+			r = c->head;
+		} else {
+			r = r->next;
+		}
+	}
 }
 
 /* Fail everything in flight and close the endpoints. Lock held. */
@@ -438,20 +575,68 @@ static void conn_fail(lode_conn_t *c, int rc)
 			slot_give(c, r);
 		}
 	}
-	for (unsigned i = 0; i < c->ntargets; i++) {
-		if (c->eps[i])
-			net_ep_close_force(c->eps[i]);
-		c->eps[i] = NULL;
-	}
+	for (unsigned e = 0; e < c->nengines; e++)
+		engine_close(c, e);
 	/* A send to a peer that stopped reading may never complete, even after
 	 * the forced close (shm in UCX 1.13): its request finishes now and is
 	 * kept out of reuse until the workers are gone. */
-	for (r = c->head; r; r = next) {
-		next = r->next;
+	for (r = c->head; r; r = r->next) {
 		r->orphans += r->pending;
 		r->pending = 0;
-		req_maybe_finish(r);
 	}
+	fail_pass(c, -1);
+	while ((r = c->parked)) {
+		c->parked = r->next;
+		r->next = NULL;
+		conn_req_fail(r, rc);
+	}
+}
+
+/* Engines that are connected and not lost. Lock held. */
+static unsigned engines_live(const lode_conn_t *c)
+{
+	unsigned n = 0;
+
+	for (unsigned e = 0; e < c->nengines; e++)
+		n += c->eng[e].connected && !c->eng[e].lost;
+	return n;
+}
+
+/*
+ * Engine e stopped answering (rc says how). With other engines left, only
+ * e is lost: its requests in flight get -EHOSTDOWN, its endpoints close,
+ * and the map is fetched again so that its DOWN state is seen; otherwise
+ * the connection fails. Lock held.
+ */
+static void engine_fail(lode_conn_t *c, unsigned e, int rc)
+{
+	struct creq *r;
+
+	if (c->failed || e >= c->nengines || c->eng[e].lost)
+		return;
+	if (engines_live(c) - (c->eng[e].connected ? 1u : 0u) == 0) {
+		conn_fail(c, rc);
+		return;
+	}
+	c->eng[e].lost = true;
+	for (r = c->head; r; r = r->next) {
+		if (c->w[r->tgt].eng == e && !r->replied) {
+			r->replied = true;
+			r->rc = -EHOSTDOWN;
+			slot_give(c, r);
+		}
+	}
+	engine_close(c, e);
+	for (r = c->head; r; r = r->next) {
+		if (c->w[r->tgt].eng != e)
+			continue;
+		if (r->pending && r->rc == 0)
+			r->rc = -EHOSTDOWN; /* its reply data will not come */
+		r->orphans += r->pending;
+		r->pending = 0;
+	}
+	fail_pass(c, (int)e); /* retried reads go to other engines */
+	conn_map_wake(c, atomic_load(&c->map_ver) + 1);
 }
 
 static void sent_cb(void *req, ucs_status_t st, void *arg)
@@ -614,27 +799,63 @@ static void conn_drain(lode_conn_t *c)
  */
 static void check_server(lode_conn_t *c, int64_t now)
 {
-	if (!c->server_pid || now < c->alive_check_us)
-		return;
-	c->alive_check_us = now + 100000;
-	if (kill(c->server_pid, 0) < 0 && errno == ESRCH) {
-		conn_drain(c);
-		conn_fail(c, -ECONNRESET);
+	for (unsigned e = 0; e < c->nengines && !c->failed; e++) {
+		struct conn_engine *ce = &c->eng[e];
+
+		if (!ce->pid || ce->lost || now < ce->alive_check_us)
+			continue;
+		ce->alive_check_us = now + 100000;
+		if (kill(ce->pid, 0) < 0 && errno == ESRCH) {
+			conn_drain(c);
+			engine_fail(c, e, -ECONNRESET);
+		}
 	}
 }
 
+/*
+ * The oldest request past its deadline loses its engine (or, parked, waits
+ * no longer for a map).
+ */
 static void check_timeouts(lode_conn_t *c)
 {
+	struct creq **pp, *r;
 	int64_t now;
 
-	if (!c->head || c->failed)
+	if ((!c->head && !c->parked) || c->failed)
 		return;
 	now = now_us();
-	if (c->head->deadline_us < now) {
+	for (;;) {
+		/* A leader with its reply waits on its shadows' deadlines only. */
+		for (r = c->head; r && r->replied && !r->pending; r = r->next)
+			;
+		if (!r || c->failed || r->deadline_us >= now)
+			break;
 		conn_drain(c);
-		conn_fail(c, -ETIMEDOUT);
+		engine_fail(c, c->w[r->tgt].eng, -ETIMEDOUT);
+		if (!c->failed && (r->prev || c->head == r) && r->deadline_us < now) {
+			/* Still in flight: its engine was lost already, or it is
+			 * the last one; it is late on its own. */
+			if (!r->replied) {
+				r->replied = true;
+				r->rc = -ETIMEDOUT;
+				slot_give(c, r);
+			}
+			r->final = true;
+			r->orphans += r->pending;
+			r->pending = 0;
+			req_maybe_finish(r);
+		}
 	}
-	else
+	for (pp = &c->parked; (r = *pp) && !c->failed;) {
+		if (r->deadline_us < now) {
+			*pp = r->next;
+			r->next = NULL;
+			conn_req_fail(r, -LODE_ESTALEMAP);
+		} else {
+			pp = &r->next;
+		}
+	}
+	if (c->head)
 		check_server(c, now);
 }
 
@@ -695,6 +916,8 @@ static int req_send(struct creq *r)
 		return -ENOTCONN;
 	if (r->tgt >= c->ntargets)
 		return -EINVAL;
+	if (!c->eps[r->tgt])
+		return -EHOSTDOWN; /* its engine is lost */
 	cl = conn_cap_put(c, r->op, &r->a.cont, r->hdr + NET_HDR_SIZE);
 	n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE + cl, NET_ARGS_MAX);
 	if (n < 0)
@@ -707,7 +930,7 @@ static int req_send(struct creq *r)
 	h.req_id = r->id;
 	h.cap_len = (uint16_t)cl;
 	h.args_len = (uint16_t)n;
-	h.target = r->tgt;
+	h.target = c->w[r->tgt].local;
 	h.session = c->session[r->tgt];
 	h.map_ver = atomic_load_explicit(&c->map_ver, memory_order_relaxed);
 	if (r->op == NET_OP_HELLO && c->transport != NET_TP_SHM)
@@ -794,7 +1017,14 @@ int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
 	r->waited = !ev && !parent;
 	if (parent)
 		parent->nchild++;
-	rc = req_send(r);
+	rc = r->placed ? conn_place(c, r, conn_req_send) : 0;
+	if (rc == 0)
+		rc = req_send(r);
+	if (rc < 0 && r->nshadow) {
+		/* Its shadows are out: it is a lost member of its write. */
+		conn_req_fail(r, rc);
+		rc = 0;
+	}
 	if (rc < 0) {
 		if (parent)
 			parent->nchild--;
@@ -1035,11 +1265,11 @@ unsigned lode_eq_inflight(lode_eq_t *eq)
 
 static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 {
-	lode_conn_t *c = arg;
+	struct conn_worker *cw = arg;
 
 	/* Runs inside ucp_worker_progress, with the connection's lock held.
-	 * Whatever UCX calls it, the server is gone. */
-	conn_fail(c, -ECONNRESET);
+	 * Whatever UCX calls it, the engine is gone. */
+	engine_fail(cw->c, cw->eng, -ECONNRESET);
 }
 
 static const char *default_addr(char *buf, size_t cap)
@@ -1140,11 +1370,12 @@ static int choose_transport(const struct lode_conn_opts *opts, const struct net_
  * connecting only in that flow, decision 0004); otherwise it is made from
  * the target's worker address.
  */
-static int conn_eps(lode_conn_t *c, const struct net_welcome *w,
+static int conn_eps(lode_conn_t *c, unsigned first, const struct net_welcome *w,
 		    const struct sockaddr_storage *server)
 {
-	for (unsigned i = 0; i < c->ntargets; i++) {
+	for (unsigned i = 0; i < w->ntargets; i++) {
 		struct sockaddr_storage ss = *server;
+		unsigned g = first + i;
 		ucp_ep_params_t ep = {0};
 		ucs_status_t st;
 
@@ -1169,12 +1400,14 @@ static int conn_eps(lode_conn_t *c, const struct net_welcome *w,
 		ep.err_mode = c->transport == NET_TP_SHM ? UCP_ERR_HANDLING_MODE_NONE
 							 : UCP_ERR_HANDLING_MODE_PEER;
 		ep.err_handler.cb = ep_error;
-		ep.err_handler.arg = c;
-		st = ucp_ep_create(c->w[i].worker, &ep, &c->eps[i]);
-		if (st != UCS_OK) {
-			c->eps[i] = NULL;
+		ep.err_handler.arg = &c->w[g];
+		pthread_mutex_lock(&c->lock);
+		st = ucp_ep_create(c->w[g].worker, &ep, &c->eps[g]);
+		if (st != UCS_OK)
+			c->eps[g] = NULL;
+		pthread_mutex_unlock(&c->lock);
+		if (st != UCS_OK)
 			return net_ucs_errno(st);
-		}
 	}
 	return 0;
 }
@@ -1185,17 +1418,21 @@ static int conn_eps(lode_conn_t *c, const struct net_welcome *w,
  * its half of the wire-up is still pending, so no connection is handed to
  * the caller before that window has closed.
  */
-static int conn_settle(lode_conn_t *c)
+static int conn_settle(lode_conn_t *c, unsigned first, unsigned n)
 {
-	ucs_status_ptr_t sps[NET_TARGETS_MAX] = {0};
+	ucs_status_ptr_t sps[CONN_TARGETS_MAX] = {0};
 	int64_t until = now_us() + (int64_t)c->timeout_ms * 1000;
 	int rc = 0;
 	bool busy;
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < c->ntargets; i++) {
+	for (unsigned i = first; i < first + n; i++) {
 		ucp_request_param_t p = {0};
 
+		if (!c->eps[i]) {
+			rc = -EHOSTDOWN;
+			continue;
+		}
 		sps[i] = ucp_ep_flush_nbx(c->eps[i], &p);
 		if (UCS_PTR_IS_ERR(sps[i]))
 			rc = net_ucs_errno(UCS_PTR_STATUS(sps[i]));
@@ -1203,7 +1440,7 @@ static int conn_settle(lode_conn_t *c)
 	do {
 		busy = false;
 		conn_progress(c);
-		for (unsigned i = 0; i < c->ntargets; i++) {
+		for (unsigned i = first; i < first + n; i++) {
 			ucs_status_t st;
 
 			if (!sps[i] || UCS_PTR_IS_ERR(sps[i]))
@@ -1219,7 +1456,7 @@ static int conn_settle(lode_conn_t *c)
 			sps[i] = NULL;
 		}
 	} while (busy && now_us() < until);
-	for (unsigned i = 0; i < c->ntargets; i++)
+	for (unsigned i = first; i < first + n; i++)
 		if (sps[i] && !UCS_PTR_IS_ERR(sps[i]))
 			ucp_request_free(sps[i]);
 	pthread_mutex_unlock(&c->lock);
@@ -1237,9 +1474,9 @@ static void session_done(struct creq *r)
  * to us (a session) and answers every request on it, and reaches our memory
  * by RMA through it. See docs/decisions/0004.
  */
-static int conn_sessions(lode_conn_t *c)
+static int conn_sessions(lode_conn_t *c, unsigned first, unsigned n)
 {
-	for (unsigned i = 0; i < c->ntargets; i++) {
+	for (unsigned i = first; i < first + n; i++) {
 		ucp_address_t *addr;
 		size_t len;
 		struct creq *r;
@@ -1303,13 +1540,140 @@ static lode_conn_t *conn_alloc(const char *addr, const struct lode_conn_opts *op
 	return c;
 }
 
+/* Whether the map's address for an engine names the server we bootstrapped. */
+static bool addr_same(const char *addr, const struct sockaddr_storage *server)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	if (!addr[0] || net_addr_parse(addr, LODE_PORT_DEFAULT, &ss, &sl) < 0 ||
+	    ss.ss_family != server->ss_family)
+		return false;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)&ss, *b = (const void *)server;
+
+		return a->sin_port == b->sin_port &&
+		       (a->sin_addr.s_addr == b->sin_addr.s_addr ||
+			(a->sin_addr.s_addr == htonl(INADDR_ANY) && net_addr_is_loopback(server)));
+	}
+	if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)&ss, *b = (const void *)server;
+
+		return a->sin6_port == b->sin6_port &&
+		       (memcmp(&a->sin6_addr, &b->sin6_addr, sizeof(a->sin6_addr)) == 0 ||
+			(IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr) && net_addr_is_loopback(server)));
+	}
+	return false;
+}
+
+/*
+ * Workers for engine e's targets, as the next global targets. A failure
+ * here is this host's (memory, descriptors): it fails the connection.
+ */
+static int engine_workers(lode_conn_t *c, unsigned e, const struct net_welcome *w)
+{
+	unsigned first = c->ntargets;
+
+	if (first + w->ntargets > CONN_TARGETS_MAX)
+		return -E2BIG;
+	for (unsigned i = 0; i < w->ntargets; i++) {
+		struct conn_worker *cw = &c->w[first + i];
+		struct epoll_event ev = {.events = EPOLLIN};
+		int rc;
+
+		cw->c = c;
+		cw->idx = first + i;
+		cw->eng = e;
+		cw->local = (uint16_t)i;
+		if ((rc = net_worker_create(c->ctx, &cw->worker)) < 0)
+			return rc;
+		if ((rc = net_am_handler_set(cw->worker, NET_AM_REPLY, on_reply, cw)) < 0)
+			return rc;
+		if ((rc = net_ucs_errno(ucp_worker_get_efd(cw->worker, &cw->efd))) < 0)
+			return rc;
+		if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, cw->efd, &ev) < 0)
+			return -errno;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->eng[e].first = first;
+	c->eng[e].ntgts = w->ntargets;
+	c->eng[e].connected = true;
+	c->ntargets = first + w->ntargets;
+	pthread_mutex_unlock(&c->lock);
+	if (c->transport == NET_TP_SHM)
+		c->eng[e].pid = watchable_pid(w->pid);
+	return 0;
+}
+
+/* Endpoints to engine e's targets, a round trip to each (which proves
+ * they work), a flush, and a session on each. */
+static int engine_connect(lode_conn_t *c, unsigned e, const struct net_welcome *w,
+			  const struct sockaddr_storage *server)
+{
+	unsigned first = c->eng[e].first, n = c->eng[e].ntgts;
+	int rc;
+
+	if ((rc = conn_eps(c, first, w, server)) < 0)
+		return rc;
+	for (unsigned i = first; i < first + n; i++) {
+		struct creq *r = creq_new(c, NET_OP_PING, i);
+
+		if (!r)
+			return -ENOMEM;
+		if ((rc = creq_submit(r, NULL, NULL)) < 0)
+			return rc;
+	}
+	if ((rc = conn_settle(c, first, n)) < 0)
+		return rc;
+	return conn_sessions(c, first, n);
+}
+
+/*
+ * Every other engine of the map that may hold data or serve reads (UP,
+ * DRAIN, NEW; DOWN and OUT ones keep their slots unconnected). One that
+ * cannot be reached is lost, not a failure of the connection.
+ */
+static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
+{
+	for (unsigned e = 0; e < c->nengines; e++) {
+		unsigned st = c->map->engines[e].state;
+		struct sockaddr_storage ss;
+		struct net_welcome w;
+		void *msg = NULL;
+		bool lo;
+		int rc;
+
+		if (e == boot_slot || st == LAYOUT_DOWN || st == LAYOUT_OUT)
+			continue;
+		rc = boot(c->eng[e].addr, c->timeout_ms, &lo, &msg, &w, &ss);
+		if (rc == 0 && (!(w.transports & c->transport) || lo != loopback))
+			rc = -EPROTONOSUPPORT;
+		if (rc == 0 && (rc = engine_workers(c, e, &w)) < 0) {
+			free(msg);
+			return rc;
+		}
+		if (rc == 0)
+			rc = engine_connect(c, e, &w, &ss);
+		free(msg);
+		if (rc < 0 && c->eng[e].connected) {
+			pthread_mutex_lock(&c->lock);
+			engine_fail(c, e, rc);
+			pthread_mutex_unlock(&c->lock);
+			if (c->failed)
+				return c->failed;
+		}
+	}
+	return 0;
+}
+
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
 {
 	struct sockaddr_storage server;
 	struct net_welcome w;
 	const char *bulk = getenv("LODE_BULK");
 	lode_conn_t *c;
-	bool loopback;
+	unsigned boot_slot = 0;
+	bool loopback, found = false;
 	void *msg = NULL;
 	int rc;
 
@@ -1321,14 +1685,26 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	addr = c->server;
 	if ((rc = boot(addr, c->timeout_ms, &loopback, &msg, &w, &server)) < 0)
 		goto fail;
-	c->ntargets = w.ntargets;
 	c->inline_max = w.inline_max;
 	if ((rc = choose_transport(opts, &w, &c->transport)) < 0)
 		goto fail;
 	if ((rc = conn_login(c, &server, &w, opts)) < 0)
 		goto fail;
-	if (c->transport == NET_TP_SHM)
-		c->server_pid = watchable_pid(w.pid);
+	/* The engine we bootstrapped, in the map the service gave; without
+	 * one, it is the only engine (and placement is over its targets). */
+	for (unsigned e = 0; c->map && e < c->nengines && !found; e++)
+		if (addr_same(c->eng[e].addr, &server))
+			boot_slot = e, found = true;
+	if (!found) {
+		pthread_mutex_lock(&c->lock);
+		layout_map_free(c->map);
+		c->map = NULL;
+		c->map_local = true;
+		memset(c->eng, 0, sizeof(c->eng));
+		snprintf(c->eng[0].addr, sizeof(c->eng[0].addr), "%s", c->server);
+		c->nengines = 1;
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (bulk && strcmp(bulk, "rma") == 0)
 		c->rma = true;
 	else if (bulk && strcmp(bulk, "am") == 0)
@@ -1343,42 +1719,23 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 		rc = -errno;
 		goto fail;
 	}
-	for (unsigned i = 0; i < c->ntargets; i++) {
-		struct conn_worker *cw = &c->w[i];
-		struct epoll_event ev = {.events = EPOLLIN};
-
-		cw->c = c;
-		cw->idx = i;
-		if ((rc = net_worker_create(c->ctx, &cw->worker)) < 0)
-			goto fail;
-		if ((rc = net_am_handler_set(cw->worker, NET_AM_REPLY, on_reply, cw)) < 0)
-			goto fail;
-		if ((rc = net_ucs_errno(ucp_worker_get_efd(cw->worker, &cw->efd))) < 0)
-			goto fail;
-		if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, cw->efd, &ev) < 0) {
-			rc = -errno;
-			goto fail;
-		}
-	}
-	if ((rc = conn_eps(c, &w, &server)) < 0)
+	if ((rc = engine_workers(c, boot_slot, &w)) < 0)
+		goto fail;
+	if ((rc = engine_connect(c, boot_slot, &w, &server)) < 0)
 		goto fail;
 	free(msg);
 	msg = NULL;
-	/* One round trip to every target proves the endpoints work. */
-	for (unsigned i = 0; i < c->ntargets; i++) {
-		struct creq *r = creq_new(c, NET_OP_PING, i);
+	if (!found) {
+		struct layout_map *m;
 
-		if (!r) {
-			rc = -ENOMEM;
+		if ((rc = conn_map_local(c, &m)) < 0)
 			goto fail;
-		}
-		if ((rc = creq_submit(r, NULL, NULL)) < 0)
-			goto fail;
+		pthread_mutex_lock(&c->lock);
+		c->map = m;
+		pthread_mutex_unlock(&c->lock);
+	} else if ((rc = engines_open_rest(c, boot_slot, loopback)) < 0) {
+		goto fail;
 	}
-	if ((rc = conn_settle(c)) < 0)
-		goto fail;
-	if ((rc = conn_sessions(c)) < 0)
-		goto fail;
 	*conn_out = c;
 	return 0;
 fail:
@@ -1425,7 +1782,7 @@ int lode_disconnect(lode_conn_t *c)
 	for (unsigned i = 0; i < c->ntargets && !c->failed; i++) {
 		struct creq *bye;
 
-		if (c->session[i] && (bye = creq_new(c, NET_OP_BYE, i)))
+		if (c->session[i] && c->eps[i] && (bye = creq_new(c, NET_OP_BYE, i)))
 			creq_submit(bye, NULL, NULL);
 		c->session[i] = 0;
 	}
@@ -1435,13 +1792,13 @@ int lode_disconnect(lode_conn_t *c)
 		 * A failed connection has no endpoints left, and its workers are
 		 * not progressed again: a late request from the server would read
 		 * buffers the caller has taken back. */
-		if (c->head) {
+		if (c->head || c->parked) {
 			conn_drain(c);
 			conn_fail(c, -ECANCELED);
 		} else if (!c->failed) {
 			/* A flushing close tells the server the endpoint is gone, so it
 			 * never sends to a worker that no longer exists. */
-			ucs_status_ptr_t sps[NET_TARGETS_MAX] = {0};
+			ucs_status_ptr_t sps[CONN_TARGETS_MAX] = {0};
 			int64_t until = now_us() + 1000000;
 			bool busy;
 
@@ -1482,7 +1839,7 @@ int lode_disconnect(lode_conn_t *c)
 		c->free_reqs = r->next;
 		free(r);
 	}
-	for (unsigned i = 0; i < NET_TARGETS_MAX; i++)
+	for (unsigned i = 0; i < CONN_TARGETS_MAX; i++)
 		if (c->w[i].worker)
 			ucp_worker_destroy(c->w[i].worker);
 	while ((r = c->orphans)) {
@@ -1499,6 +1856,7 @@ int lode_disconnect(lode_conn_t *c)
 	pthread_mutex_destroy(&c->renew_lock);
 	pthread_mutex_destroy(&c->renewer_lock);
 	pthread_cond_destroy(&c->renewer_cond);
+	layout_map_free(c->map);
 	free(c->bufs);
 	free(c->slots);
 	free(c->free_slots);
@@ -1520,19 +1878,20 @@ int lode_conn_query(lode_conn_t *c, struct lode_conn_info *info)
 	return c->failed ? -ENOTCONN : 0;
 }
 
-unsigned conn_target_of(const lode_conn_t *c, struct lode_oid oid, const void *dkey, size_t len)
+bool conn_target_live(lode_conn_t *c, unsigned t)
 {
-	/* FNV-1a over the dkey, mixed with the oid (splitmix64's finaliser). */
-	uint64_t h = 0xcbf29ce484222325ull;
-	const uint8_t *p = dkey;
+	bool live;
 
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	h ^= oid.hi * 0x9e3779b97f4a7c15ull ^ oid.lo;
-	h ^= h >> 30;
-	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 27;
-	h *= 0x94d049bb133111ebull;
-	h ^= h >> 31;
-	return (unsigned)(h % c->ntargets);
+	pthread_mutex_lock(&c->lock);
+	live = t < c->ntargets && c->eps[t] && !c->eng[c->w[t].eng].lost;
+	pthread_mutex_unlock(&c->lock);
+	return live;
+}
+
+unsigned conn_target_first(lode_conn_t *c)
+{
+	for (unsigned t = 0; t < c->ntargets; t++)
+		if (conn_target_live(c, t))
+			return t;
+	return 0;
 }

@@ -16,8 +16,15 @@
 #include <ucp/api/ucp.h>
 
 #include "auth/auth.h"
+#include "layout/layout.h"
 #include "lode/lode.h"
+#include "lode/mgmt/v1/mgmt.pb-c.h"
 #include "net/net.h"
+
+/* Targets of one connection, all engines together (each engine's own limit
+ * on the wire is NET_TARGETS_MAX), and engines of the pool map it serves. */
+#define CONN_TARGETS_MAX 256
+#define CONN_ENGINES_MAX 64
 
 struct creq;
 typedef void (*creq_fn)(struct creq *r);
@@ -46,6 +53,27 @@ struct creq {
 	int pending;              /* UCX operations outstanding */
 	int orphans;              /* sends UCX still holds after the connection failed */
 	uint8_t resent;           /* times sent again after -LODE_ESTALEMAP */
+	/* Placement (place.c). A placed request goes to a member of the group
+	 * that holds (a.oid, dkey_hash) in the current map; it is placed again
+	 * when an engine says the map is stale, and a read moves on to the next
+	 * member when its engine is lost. */
+	bool placed;
+	bool write;               /* an update or punch: every live member gets it */
+	bool parked;              /* waiting for a newer map (c->parked) */
+	bool spread;              /* a write's shadows were made: placed again, it keeps its member */
+	bool final;               /* its result stands: no retry, no parking */
+	uint8_t cls;              /* the class id placement uses (never 0) */
+	uint8_t member;           /* the member of the group this request went to */
+	uint64_t dkey_hash;
+	/* A write to a replicated group: the request to the first live member
+	 * leads, with one shadow per other live member; it completes when they
+	 * all have. A member lost (-EHOSTDOWN) is a degraded write, not an
+	 * error, while one member holds the data. */
+	struct creq *leader;      /* a shadow's leader */
+	int nshadow;              /* a leader's shadows not yet done */
+	int shadow_rc;            /* the first error of a member that is not lost */
+	int lost_rc;              /* -EHOSTDOWN or -LODE_EFENCED: a member lost */
+	uint8_t members_ok;       /* members that acknowledged (leader included) */
 	bool replied;
 	bool done;
 	int rc;
@@ -60,6 +88,9 @@ struct creq {
 	void *ctx;                /* on_done's */
 	/* Not cleared between uses (creq_new clears what comes before): */
 	uint8_t anchor_key[2 + LODE_KEY_MAX];
+	/* A placed request's dkey and akey, copied: it may be sent again (a new
+	 * map, another member) after its caller's key memory is gone. */
+	uint8_t keys[2 * LODE_KEY_MAX];
 	uint8_t hdr[NET_HDR_SIZE + AUTH_CAP_SIZE + NET_ARGS_MAX];
 };
 
@@ -76,19 +107,38 @@ struct lode_conn {
 		unsigned idx;
 		ucp_worker_h worker;
 		int efd;
-	} w[NET_TARGETS_MAX];
+		unsigned eng;       /* the engine (its slot in engines[]) */
+		uint16_t local;     /* the target's index on that engine (the wire's) */
+	} w[CONN_TARGETS_MAX];
 	int epfd;               /* every worker's event fd */
-	unsigned ntargets;
-	ucp_ep_h eps[NET_TARGETS_MAX];
-	uint32_t session[NET_TARGETS_MAX]; /* each target's name for us (RMA needs one) */
+	unsigned ntargets;      /* global targets: engine after engine */
+	ucp_ep_h eps[CONN_TARGETS_MAX];
+	uint32_t session[CONN_TARGETS_MAX]; /* each target's name for us (RMA needs one) */
+	/*
+	 * The engines, in the pool map's slot order (one, of id 0, when the
+	 * service sent no map that names the engine we bootstrapped). An engine
+	 * that is not connected (DOWN or OUT at connect, or unreachable then)
+	 * keeps its slot with no targets; one that failed later is lost.
+	 */
+	struct conn_engine {
+		uint32_t id;
+		char addr[256];
+		unsigned first, ntgts;  /* its targets: w[first .. first + ntgts) */
+		bool connected;
+		bool lost;              /* endpoint error or timeout: unreachable */
+		pid_t pid;              /* loded's pid when we can watch it (shm), else 0 */
+		int64_t alive_check_us;
+	} eng[CONN_ENGINES_MAX];
+	unsigned nengines;
+	struct layout_map *map; /* the placement map (lock held to read or swap) */
+	bool map_local;         /* map is conn_map_local's: the service's is not installed */
+	struct creq *parked;    /* refused as stale: placed again with the next map */
 	uint32_t transport;   /* NET_TP_* in use */
 	bool rma;             /* large values move by RMA (else by AM rendezvous) */
 	uint32_t inline_max;
 	unsigned timeout_ms;
 	char server[256];
 	int failed;           /* 0, or the error every new request gets */
-	pid_t server_pid;     /* loded's pid when we can watch it (shm), else 0 */
-	int64_t alive_check_us;
 	struct creq **slots;  /* request id -> request */
 	uint32_t nslots;
 	uint32_t *free_slots;
@@ -130,6 +180,7 @@ struct lode_cont {
 	/* Inline encryption (crypt.c): the container's data key, unwrapped
 	 * with the tenant key at open and zeroed at close, and cipher
 	 * contexts keyed with it, kept for reuse. */
+	struct layout_class cls; /* the container's class (ContProps.object_class) */
 	bool encrypted;
 	uint32_t crypt_block; /* bytes sealed together: a power of two, 4 KiB .. 1 MiB */
 	uint8_t key[AUTH_AEAD_KEY];
@@ -170,6 +221,7 @@ struct conn_cap {
 struct conn_cont_info {
 	uint32_t rights;
 	uint32_t chunk_size;
+	char object_class[LAYOUT_CLASS_NAME_MAX]; /* "" : the default (S1) */
 	bool encryption;
 	uint32_t crypt_block; /* encryption: bytes per sealed block (0 from an older service: 4 KiB) */
 	/* encryption: the data key as its creator wrapped it with the tenant
@@ -312,7 +364,69 @@ void creq_free(struct creq *r);
 /* Whether buf lies in memory from lode_buf_alloc (then RMA needs no registration). */
 bool conn_buf_registered(lode_conn_t *c, const void *buf, size_t len);
 
-/* The target that owns (oid, dkey). */
-unsigned conn_target_of(const lode_conn_t *c, struct lode_oid oid, const void *dkey, size_t len);
+/* ---- placement (place.c) ---- */
+
+/* The global target a read of (oid, dkey) in ct goes to now (its first live
+ * member), or a negative error as conn_place's. */
+int conn_target_of(lode_cont_t *ct, struct lode_oid oid, const void *dkey, size_t len);
+
+/* The hash of a dkey that placement takes: the one function for it. */
+uint64_t conn_dkey_hash(const void *dkey, size_t len);
+
+/*
+ * A request on the data (oid, dkey) in ct: placed at submit by the map and
+ * ct's class (the oid's class byte, or ct's for 0). write: an update or a
+ * punch, which goes to every live member. NULL: -ENOMEM.
+ */
+struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
+			     const void *dkey, size_t dkey_len, bool write);
+
+/*
+ * The class an object places by: its own, ct's for class 0, S1 for the
+ * CLI's name index (0xff). Errors: -EINVAL (no class), -EOPNOTSUPP (EC:
+ * not on the I/O path yet).
+ */
+int conn_obj_class(const lode_cont_t *ct, struct lode_oid oid, struct layout_class *cls);
+
+/*
+ * Place r (lock held): set r->tgt to the global target of its member (a
+ * read: the first live one from r->member on) and, for a write, hand the
+ * other live members to shadows sent by send. Errors: -EHOSTDOWN (no live
+ * member), -ENOSPC (the map has too few engines), -EINVAL, -ENOMEM.
+ */
+int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *));
+
+/*
+ * The pool map's proto as a layout map, slots in the proto's order. The
+ * caller frees it. Errors: -EPROTO (a map layout refuses), -ENOMEM.
+ */
+int conn_map_decode(const Lode__Mgmt__V1__PoolMap *pm, struct layout_map **out);
+
+/* A map of the engines the connection has (one, id 0, all targets UP):
+ * when the service gave none. Errors: -ENOMEM. */
+int conn_map_local(lode_conn_t *c, struct layout_map **out);
+
+/* Swap in a newer map and place the parked requests again (session.c calls
+ * it from the renewer thread). Takes the lock; m is the connection's then. */
+void conn_map_install(lode_conn_t *c, struct layout_map *m);
+
+/* Take the map of Connect's reply: c->map, and c->eng[] named after its
+ * engines (nothing when it does not decode or is too large). */
+void conn_map_take(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm);
+
+/* Ask the renewer thread to fetch the map now (lock may be held). */
+void conn_map_wake(lode_conn_t *c, uint32_t want);
+
+/* Whether global target t's engine is connected and not lost (broadcasts
+ * and enumeration skip the others), and the first such target (0 if none). */
+bool conn_target_live(lode_conn_t *c, unsigned t);
+unsigned conn_target_first(lode_conn_t *c);
+
+/* Send a new request with no completion of its own, a shadow (lock held). */
+int conn_req_send(struct creq *r);
+/* Send a parked request again, as it is (lock held). */
+int conn_req_resend(struct creq *r);
+/* Finish r with rc now (lock held). */
+void conn_req_fail(struct creq *r, int rc);
 
 #endif

@@ -65,9 +65,11 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	/* One target at a time: creating a container is rare, and a failure
 	 * then names the first target that refused. */
 	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
-		struct creq *r = creq_new(c, NET_OP_CONT_CREATE, i);
+		struct creq *r;
 
-		if (!r) {
+		if (!conn_target_live(c, i))
+			continue; /* a lost engine: it misses the container until rebuild exists */
+		if (!(r = creq_new(c, NET_OP_CONT_CREATE, i))) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -83,9 +85,11 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 		int err = rc;
 
 		for (unsigned j = 0; j < c->ntargets; j++) {
-			struct creq *r = creq_new(c, NET_OP_CONT_DESTROY, j);
+			struct creq *r;
 
-			if (!r)
+			if (!conn_target_live(c, j))
+				continue;
+			if (!(r = creq_new(c, NET_OP_CONT_DESTROY, j)))
 				break;
 			r->a = a;
 			creq_submit(r, NULL, NULL);

@@ -61,14 +61,30 @@ static int key_check(const struct lode_key *k, bool akey)
 	return 0;
 }
 
-/* A request on the target owning (oid, dkey), keyed by k. */
+/* Whether op changes data: it then goes to every live member of the group. */
+static bool op_writes(uint16_t op)
+{
+	return op == NET_OP_SV_UPDATE || op == NET_OP_ARR_UPDATE || op == NET_OP_DKEY_PUNCH ||
+	       op == NET_OP_AKEY_PUNCH || op == NET_OP_ARR_PUNCH || op == NET_OP_OBJ_PUNCH;
+}
+
+/* A request on the group holding (oid, dkey), keyed by k; placed at submit. */
 static struct creq *key_req(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 			    const struct lode_key *k)
 {
-	struct creq *r = creq_new(ct->c, op, conn_target_of(ct->c, oid, k->dkey, k->dkey_len));
+	struct creq *r = creq_new_placed(ct, op, oid, k->dkey, k->dkey_len, op_writes(op));
 
-	if (r)
+	if (r) {
 		args_key(&r->a, ct, oid, k);
+		if (r->a.dkey_len > LODE_KEY_MAX || r->a.akey_len > LODE_KEY_MAX)
+			return r; /* the target refuses it: nothing to send again */
+		memcpy(r->keys, k->dkey, r->a.dkey_len);
+		r->a.dkey = r->keys;
+		if (r->a.akey) {
+			memcpy(r->keys + LODE_KEY_MAX, r->a.akey, r->a.akey_len);
+			r->a.akey = r->keys + LODE_KEY_MAX;
+		}
+	}
 	return r;
 }
 
@@ -112,9 +128,11 @@ static int broadcast(lode_conn_t *c, uint16_t op, const struct net_args *a, lode
 	if (!p)
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
-		struct creq *r = creq_new(c, op, i);
+		struct creq *r;
 
-		if (!r) {
+		if (!conn_target_live(c, i))
+			continue;
+		if (!(r = creq_new(c, op, i))) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -135,10 +153,15 @@ int lode_status(lode_conn_t *c, struct lode_target_status *st, unsigned max)
 	for (unsigned i = 0; i < c->ntargets && i < max; i++) {
 		uint8_t raw[NET_STATUS_SIZE];
 		struct net_status ns;
-		struct creq *r = creq_new(c, NET_OP_STATUS, i);
+		struct creq *r;
 		int rc;
 
-		if (!r)
+		if (!conn_target_live(c, i)) {
+			/* A lost engine's targets: nothing to say (all zero). */
+			memset(&st[i], 0, sizeof(st[i]));
+			continue;
+		}
+		if (!(r = creq_new(c, NET_OP_STATUS, i)))
 			return -ENOMEM;
 		r->in = raw;
 		r->in_cap = sizeof(raw);
@@ -1147,9 +1170,15 @@ static void list_done(struct creq *r)
  * buf, until one returns some or every target is done. Returns the item
  * count; *bytes gets their size.
  */
+/*
+ * With placed set, the items live in one group (a dkey's akeys; the dkeys
+ * of an object of one group, replicated or not): its first live member is
+ * asked, another on failure, and the anchor's target is not used.
+ * Otherwise every reachable target is asked in turn (global indexes).
+ */
 static int list_run(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct lode_key *k,
 		    lode_epoch_t epoch, struct lode_anchor *an, void *buf, size_t cap,
-		    size_t *bytes)
+		    size_t *bytes, bool placed)
 {
 	lode_conn_t *c = ct->c;
 
@@ -1158,15 +1187,24 @@ static int list_run(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const str
 	if (an->len > sizeof(an->key))
 		return -EINVAL;
 	while (!an->eof) {
-		struct list_out o = {an, c->ntargets, 0, 0};
+		struct list_out o = {an, placed ? 0 : c->ntargets, 0, 0};
 		struct creq *r;
 		int rc;
 
-		if (an->tgt >= c->ntargets) {
+		while (!placed && an->tgt < c->ntargets && !conn_target_live(c, an->tgt)) {
+			an->tgt++; /* a lost engine's target: its items are elsewhere or gone */
+			an->len = 0;
+		}
+		if (!placed && an->tgt >= c->ntargets) {
 			an->eof = 1;
 			break;
 		}
-		if (!(r = creq_new(c, op, an->tgt)))
+		if (placed)
+			r = creq_new_placed(ct, op, oid, k ? k->dkey : NULL, k ? k->dkey_len : 0,
+					    false);
+		else
+			r = creq_new(c, op, an->tgt);
+		if (!r)
 			return -ENOMEM;
 		args_key(&r->a, ct, oid, k);
 		r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
@@ -1208,7 +1246,7 @@ int lode_obj_list(lode_cont_t *ct, lode_epoch_t epoch, struct lode_anchor *an,
 	if (!(raw = malloc((size_t)max * 16)))
 		return -ENOMEM;
 	n = list_run(ct, NET_OP_OBJ_LIST, (struct lode_oid){0, 0}, NULL, epoch, an, raw,
-		     (size_t)max * 16, &bytes);
+		     (size_t)max * 16, &bytes, false);
 	if (n > 0 && bytes != (size_t)n * 16)
 		n = -EPROTO;
 	for (int i = 0; i < n; i++) {
@@ -1226,17 +1264,23 @@ int lode_obj_list(lode_cont_t *ct, lode_epoch_t epoch, struct lode_anchor *an,
 int lode_dkey_list(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 		   struct lode_anchor *an, void *buf, size_t buf_len)
 {
+	struct layout_class cls;
 	size_t bytes;
+	int rc;
 
 	if (!ct)
 		return -EFAULT;
-	return list_run(ct, NET_OP_DKEY_LIST, oid, NULL, epoch, an, buf, buf_len, &bytes);
+	/* An object of one group (S1, RP_n) has all its dkeys on each member:
+	 * ask one. Others spread dkeys over groups of one member each. */
+	if ((rc = conn_obj_class(ct, oid, &cls)) < 0)
+		return rc;
+	return list_run(ct, NET_OP_DKEY_LIST, oid, NULL, epoch, an, buf, buf_len, &bytes,
+			cls.groups == 1);
 }
 
 int lode_akey_list(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 		   lode_epoch_t epoch, struct lode_anchor *an, void *buf, size_t buf_len)
 {
-	unsigned owner;
 	size_t bytes;
 	int rc;
 
@@ -1244,18 +1288,8 @@ int lode_akey_list(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *
 		return -EFAULT;
 	if ((rc = key_check(k, false)) < 0)
 		return rc;
-	if (an->eof)
-		return 0;
-	/* A dkey's akeys all live on its target: list that one alone. */
-	owner = conn_target_of(ct->c, oid, k->dkey, k->dkey_len);
-	if (an->len == 0)
-		an->tgt = owner;
-	if (an->tgt != owner)
-		return -EINVAL;
-	rc = list_run(ct, NET_OP_AKEY_LIST, oid, k, epoch, an, buf, buf_len, &bytes);
-	if (rc >= 0 && an->tgt != owner)
-		an->eof = 1;
-	return rc;
+	/* A dkey's akeys all live in its group: list a member of it. */
+	return list_run(ct, NET_OP_AKEY_LIST, oid, k, epoch, an, buf, buf_len, &bytes, true);
 }
 
 /* ---- key-value objects ----------------------------------------------------------- */
@@ -1602,6 +1636,17 @@ int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
 		free(ct);
 		return rc;
 	}
+	/* Objects of class 0 take the container's: S1 unless it names one.
+	 * EC is not on the I/O path yet. */
+	rc = layout_class_parse(info.object_class[0] ? info.object_class : "S1", &ct->cls);
+	if (rc == 0 && ct->cls.redun == LAYOUT_R_EC)
+		rc = -EOPNOTSUPP;
+	if (rc < 0) {
+		explicit_bzero(&info, sizeof(info));
+		conn_cont_release(c, &ct->uuid);
+		free(ct);
+		return rc;
+	}
 	/* The data key: wrapped by the creator's tenant key, unwrapped here
 	 * with ours; the service only ever held the wrapped form. */
 	if (info.encryption && (rc = crypt_cont_init(ct, info.wrapped_key, info.wrapped_len,
@@ -1636,12 +1681,15 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	struct net_args a = {0};
 	struct creq *r;
 	uint64_t epoch = 0;
+	unsigned first;
 	int rc;
 
 	if (!ct || !epoch_out)
 		return -EFAULT;
-	/* Target 0's clock picks the epoch; the others retain the same one. */
-	if (!(r = creq_new(ct->c, NET_OP_SNAP_CREATE, 0)))
+	/* The first reachable target's clock picks the epoch; the others
+	 * retain the same one. */
+	first = conn_target_first(ct->c);
+	if (!(r = creq_new(ct->c, NET_OP_SNAP_CREATE, first)))
 		return -ENOMEM;
 	r->a.cont = ct->uuid;
 	r->on_done = val_done;
@@ -1655,7 +1703,9 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 
 		if (!p)
 			return -ENOMEM;
-		for (unsigned i = 1; i < ct->c->ntargets && rc == 0; i++) {
+		for (unsigned i = 0; i < ct->c->ntargets && rc == 0; i++) {
+			if (i == first || !conn_target_live(ct->c, i))
+				continue;
 			if (!(r = creq_new(ct->c, NET_OP_SNAP_CREATE, i))) {
 				rc = -ENOMEM;
 				break;
@@ -1698,7 +1748,7 @@ int lode_snap_list(lode_cont_t *ct, lode_epoch_t *epochs, unsigned max)
 		max = 65536;
 	if (!(raw = malloc((size_t)max * 8 + 8)))
 		return -ENOMEM;
-	if (!(r = creq_new(ct->c, NET_OP_SNAP_LIST, 0))) {
+	if (!(r = creq_new(ct->c, NET_OP_SNAP_LIST, conn_target_first(ct->c)))) {
 		free(raw);
 		return -ENOMEM;
 	}

@@ -337,8 +337,10 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	if (rc == 0 && rep->pool_uuid.len == sizeof(c->pool_uuid.b))
 		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
 	c->tok_expires_ms = rep->expires_unix_ms;
-	if (rep->map)
+	if (rep->map) {
 		atomic_store(&c->map_ver, rep->map->version);
+		conn_map_take(c, rep->map);
+	}
 	atomic_store(&c->renew_at_ms, renew_point(rep->expires_unix_ms, now));
 	if (rc == 0 && pthread_create(&c->renewer, NULL, renewer_main, c) == 0)
 		c->renewer_running = true;
@@ -349,24 +351,37 @@ out:
 	return rc;
 }
 
+/*
+ * Fetch the map and install it (place.c), which places the requests parked
+ * as stale again. A fetch that fails leaves them parked and the wish for a
+ * map standing, for the next turn of the renewer (250 ms).
+ */
 void conn_map_refresh(lode_conn_t *c)
 {
 	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
 	Lode__Mgmt__V1__PoolMap *map = NULL;
+	struct layout_map *m = NULL;
 	uint8_t tok[AUTH_CAP_SIZE];
+	uint32_t want = atomic_exchange(&c->map_want, 0);
 
-	if (atomic_load(&c->map_want) == 0)
+	if (want == 0)
 		return;
 	pthread_mutex_lock(&c->lock);
 	memcpy(tok, c->tok, sizeof(tok));
 	pthread_mutex_unlock(&c->lock);
 	if (mgmt_call(c, M("PoolMapGet"), &req.base, &lode__mgmt__v1__pool_map__descriptor, tok,
 		      (ProtobufCMessage **)&map, -ENOENT) == 0) {
-		if (map->version > atomic_load(&c->map_ver))
+		if (!c->map_local && conn_map_decode(map, &m) < 0)
+			m = NULL;
+		if (c->map_local && map->version > atomic_load(&c->map_ver))
 			atomic_store(&c->map_ver, map->version);
 		protobuf_c_message_free_unpacked(&map->base, NULL);
+		conn_map_install(c, m);
+	} else {
+		uint32_t cur = 0;
+
+		atomic_compare_exchange_strong(&c->map_want, &cur, want);
 	}
-	atomic_store(&c->map_want, 0);
 	explicit_bzero(tok, sizeof(tok));
 }
 
@@ -592,6 +607,9 @@ int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 				info->chunk_size = rep->info->props->chunk_size;
 				info->encryption = rep->info->props->encryption;
 				info->crypt_block = rep->info->props->crypt_block;
+				if (rep->info->props->object_class)
+					snprintf(info->object_class, sizeof(info->object_class),
+						 "%s", rep->info->props->object_class);
 			}
 			/* Opaque here: crypt_cont_init checks its length. */
 			if (rep->info->wrapped_key.len <= sizeof(info->wrapped_key)) {

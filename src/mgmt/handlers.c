@@ -29,6 +29,7 @@
 
 #include <openssl/crypto.h>
 
+#include "layout/layout.h"
 #include "lode/errno.h"
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 #include "mgmt/state.h"
@@ -1001,17 +1002,16 @@ static int op_pool_destroy(struct mgmt *m, const struct caller *who, const void 
 static int props_check(const Lode__Mgmt__V1__ContProps *in, const char **oclass, uint32_t *chunk,
 		       const char **csum, uint32_t *cblock, char *msg, size_t msg_cap)
 {
-	static const char *const classes[] = {"S1", "S2", "SX"};
 	const char *oc = in && in->object_class ? in->object_class : "";
 	const char *cs = in && in->checksum ? in->checksum : "";
 	uint32_t ch = in ? in->chunk_size : 0, cb = in ? in->crypt_block : 0;
-	bool ok = !oc[0];
+	struct layout_class lc;
 
-	for (size_t i = 0; !ok && i < sizeof(classes) / sizeof(classes[0]); i++)
-		ok = strcmp(oc, classes[i]) == 0;
-	if (!ok)
+	/* Any class layout knows but EC, which is not on the I/O path yet. */
+	if (oc[0] && (layout_class_parse(oc, &lc) < 0 || lc.redun == LAYOUT_R_EC))
 		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
-			    "object class \"%.16s\": one of S1, S2, SX", oc);
+			    "object class \"%.16s\": S1..S128, SX, RP_2 or RP_3 (EC is not "
+			    "on the I/O path yet)", oc);
 	if (ch && (ch < 4096 || ch > (64u << 20) || (ch & (ch - 1))))
 		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
 			    "chunk size %u: a power of two from 4 KiB to 64 MiB", ch);

@@ -103,8 +103,9 @@ wait_for 10 test "$(up_count "$ld")" = 3 || true
 wait_for 10 sh -c "LODE_MGMT=${G[$ld]} '$lode' --addr ${A[$ld]} system engines | grep -c ' UP ' | grep -qx 3" ||
 	failed "three engines UP: $(L "$ld" system engines)"
 check "cont create through the leader" 0 L "$ld" cont create onleader
-# A container's data lives on the targets of the engine it was made through.
-check "cont create through a follower" 0 L "$f" cont create data
+# Its data spans the three engines, and the leader's engine dies below:
+# replicated, so every object keeps a copy.
+check "cont create through a follower" 0 L "$f" cont create data --class RP_2
 # A follower answers reads from what it has applied: it may lag a heartbeat.
 wait_for 5 sh -c "LODE_MGMT=${G[$f]} '$lode' --addr ${A[$f]} cont list | grep -qx data" ||
 	failed "cont list through follower $f: $(L "$f" cont list)"

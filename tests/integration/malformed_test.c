@@ -1703,7 +1703,7 @@ static void probe_store(void)
 	probe.oid = lode_oid_make(LODE_OT_KV, 0, 0, 0xbad);
 	for (unsigned i = 0;; i++) {
 		snprintf(probe.dkey, sizeof(probe.dkey), "cap-%u", i);
-		if (conn_target_of(c, probe.oid, probe.dkey, strlen(probe.dkey)) == 0)
+		if (conn_target_of(ct, probe.oid, probe.dkey, strlen(probe.dkey)) == 0)
 			break;
 	}
 	rng_fill(probe.val, sizeof(probe.val));

@@ -35,3 +35,31 @@ loded_start() {
 	cat "$dir/loded.log"
 	exit 1
 }
+
+# loded_join NAME [LODED ARGS...]: start an engine that joins the system
+# whose management service is at $mgmt (its data in $dir/NAME, its log in
+# $dir/NAME.log, RAM targets over tcp), logging in as $LODE_CREDENTIALS.
+# Sets jpid and jaddr once `lode status` answers there; exits 1 with the
+# log if it never does.
+loded_join() {
+	local name=$1 port try _
+	shift
+	for try in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+		"$loded" --listen "127.0.0.1:$port" --path "$dir/$name" --ram --transport tcp \
+			--join "$mgmt" --join-cred "$LODE_CREDENTIALS" "$@" >>"$dir/$name.log" 2>&1 &
+		jpid=$!
+		jaddr=127.0.0.1:$port
+		for _ in $(seq 100); do
+			kill -0 "$jpid" 2>/dev/null || break
+			"$lode" --addr "$jaddr" --timeout 2000 status >/dev/null 2>&1 && return 0
+			sleep 0.1
+		done
+		kill "$jpid" 2>/dev/null
+		wait "$jpid" 2>/dev/null
+	done
+	echo "FAIL engine $name did not come up; its log:"
+	cat "$dir/$name.log"
+	exit 1
+}

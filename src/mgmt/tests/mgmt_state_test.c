@@ -705,7 +705,9 @@ static void test_bad_input(void **state)
 	assert_int_equal(cont_create(w.m, &w.bob, "default", long_name, NULL), RPC_OK);
 
 	/* Properties. */
-	pr.object_class = "S3";
+	pr.object_class = "S129"; /* no such class */
+	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.object_class = "EC_2P1"; /* not on the I/O path yet */
 	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
 	pr.object_class = "SX";
 	pr.chunk_size = 2048;

@@ -1,0 +1,323 @@
+/*
+ * Where a connection's requests go: the pool map as src/layout sees it, and
+ * the placement of each request on a member of the redundancy group that
+ * holds its (object, dkey).
+ *
+ * The connection keeps the map the management service gave it (Connect,
+ * then PoolMapGet) as a struct layout_map whose slots are the proto's
+ * engines in order, and one struct conn_engine per slot saying where that
+ * engine's targets are in the connection's global target table. A request
+ * names its member of the group (r->member); this file turns that into a
+ * global target, and is asked again whenever the answer may have changed:
+ * a newer map (the request was refused as stale and parked), or a member
+ * whose engine was lost (a read moves on to the next member).
+ *
+ * A write to a group of several members goes to every member that is not
+ * DOWN and whose engine is reachable: the request itself to the first, a
+ * shadow (a copy of its wire content) to each other. Client.c completes the
+ * request when the shadows have completed (see creq.leader).
+ */
+#include "client/client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t conn_dkey_hash(const void *dkey, size_t len)
+{
+	/* FNV-1a, finished with splitmix64's mixer: layout mixes the oid in. */
+	uint64_t h = 0xcbf29ce484222325ull;
+	const uint8_t *p = dkey;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	return h;
+}
+
+int conn_obj_class(const lode_cont_t *ct, struct lode_oid oid, struct layout_class *cls)
+{
+	unsigned id = lode_oid_class(oid);
+	int rc;
+
+	if (id == LAYOUT_CLASS_NONE && ct->cls.id) {
+		*cls = ct->cls;
+		return 0;
+	}
+	/* src/cli's name index object: one fixed group, like S1; and S1 for a
+	 * container that names no class. */
+	if (id == 0xff || id == LAYOUT_CLASS_NONE)
+		return layout_class_from_id(1, cls);
+	if ((rc = layout_class_from_id(id, cls)) < 0)
+		return rc;
+	return cls->redun == LAYOUT_R_EC ? -EOPNOTSUPP : 0;
+}
+
+struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
+			     const void *dkey, size_t dkey_len, bool write)
+{
+	struct layout_class cls;
+	struct creq *r;
+
+	/* A class the request cannot be placed by is refused at submit. */
+	if (conn_obj_class(ct, oid, &cls) < 0)
+		cls.id = 0;
+	if (!(r = creq_new(ct->c, op, 0)))
+		return NULL;
+	r->placed = true;
+	r->write = write;
+	r->cls = cls.id;
+	r->dkey_hash = conn_dkey_hash(dkey, dkey_len);
+	return r;
+}
+
+/* The global target of member i of g, or -1 when it cannot be reached. */
+static int member_target(const lode_conn_t *c, const struct layout_group *g, unsigned i)
+{
+	const struct layout_engine *le = layout_map_engine(c->map, g->shard[i].engine);
+	const struct conn_engine *e;
+	size_t slot;
+
+	if (!le || g->shard[i].down)
+		return -1;
+	slot = (size_t)(le - c->map->engines);
+	if (slot >= c->nengines || c->eng[slot].id != le->id)
+		return -1; /* an engine that joined after we connected */
+	e = &c->eng[slot];
+	if (!e->connected || e->lost || g->shard[i].tgt >= e->ntgts)
+		return -1;
+	return (int)(e->first + g->shard[i].tgt);
+}
+
+/* A copy of leader's wire content for another member. Lock held. */
+static struct creq *shadow_new(struct creq *leader, unsigned member, unsigned tgt)
+{
+	lode_conn_t *c = leader->c;
+	struct creq *s = c->free_reqs;
+
+	if (s)
+		c->free_reqs = s->next;
+	else if (!(s = malloc(sizeof(*s))))
+		return NULL;
+	memset(s, 0, offsetof(struct creq, anchor_key));
+	s->c = c;
+	s->op = leader->op;
+	s->tgt = tgt;
+	s->a = leader->a; /* its pointers are the leader's, which outlives it */
+	s->out = leader->out;
+	s->out_len = leader->out_len;
+	s->placed = true;
+	s->write = true;
+	s->cls = leader->cls;
+	s->member = (uint8_t)member;
+	s->dkey_hash = leader->dkey_hash;
+	s->leader = leader;
+	return s;
+}
+
+int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
+{
+	struct layout_class cls;
+	struct layout_group g;
+	int rc, t;
+
+	if (!c->map)
+		return -ENOTCONN;
+	if (r->cls == 0 || (rc = layout_class_from_id(r->cls, &cls)) < 0)
+		return -EINVAL;
+	if ((rc = layout_dkey_place(c->map, r->a.oid, &cls, r->dkey_hash, &g)) < 0)
+		return rc;
+	if (r->leader || r->spread) {
+		/* A member placed again (a stale map): the same member of the
+		 * group in the new map, or lost. */
+		if (r->member >= g.size || (t = member_target(c, &g, r->member)) < 0)
+			return -EHOSTDOWN;
+		r->tgt = (unsigned)t;
+		return 0;
+	}
+	for (; r->member < g.size; r->member++)
+		if ((t = member_target(c, &g, r->member)) >= 0)
+			break;
+	if (r->member >= g.size)
+		return -EHOSTDOWN;
+	r->tgt = (unsigned)t;
+	if (!r->write)
+		return 0;
+	r->spread = true;
+	for (unsigned i = r->member + 1u; i < g.size; i++) {
+		struct creq *s;
+
+		if ((t = member_target(c, &g, i)) < 0)
+			continue;
+		if (!(s = shadow_new(r, i, (unsigned)t)))
+			return -ENOMEM; /* the shadows sent so far complete on their own */
+		r->nshadow++;
+		if ((rc = send(s)) < 0)
+			conn_req_fail(s, rc);
+	}
+	return 0;
+}
+
+static unsigned map_state(Lode__Mgmt__V1__State s)
+{
+	switch ((int)s) {
+	case LODE__MGMT__V1__STATE__STATE_DOWN:
+		return LAYOUT_DOWN;
+	case LODE__MGMT__V1__STATE__STATE_DRAIN:
+		return LAYOUT_DRAIN;
+	case LODE__MGMT__V1__STATE__STATE_NEW:
+		return LAYOUT_NEW;
+	case 5: /* OUT */
+		return LAYOUT_OUT;
+	default:
+		return LAYOUT_UP;
+	}
+}
+
+int conn_map_decode(const Lode__Mgmt__V1__PoolMap *pm, struct layout_map **out)
+{
+	struct layout_map *m;
+	int rc;
+
+	if ((rc = layout_map_create(0, &m)) < 0)
+		return rc;
+	/* Every engine enters UP (NEW ones NEW), then takes its state: the
+	 * transitions from UP are the ones layout allows from the start. */
+	for (size_t i = 0; i < pm->n_engines && rc == 0; i++) {
+		const Lode__Mgmt__V1__Engine *e = pm->engines[i];
+		unsigned st = map_state(e->state);
+
+		rc = layout_map_engine_add(m, e->id, e->n_targets,
+					   st == LAYOUT_NEW ? LAYOUT_NEW : LAYOUT_UP);
+		for (size_t t = 0; t < e->n_targets && rc == 0; t++) {
+			unsigned ts = map_state(e->targets[t]->state);
+
+			if (ts != LAYOUT_UP && ts != LAYOUT_NEW && e->targets[t]->id < e->n_targets)
+				rc = layout_map_target_set(m, e->id, e->targets[t]->id, ts);
+		}
+		if (rc == 0 && st != LAYOUT_UP && st != LAYOUT_NEW)
+			rc = layout_map_engine_set(m, e->id, st);
+	}
+	if (rc < 0) {
+		layout_map_free(m);
+		return rc == -ENOMEM ? rc : -EPROTO;
+	}
+	m->version = pm->version;
+	*out = m;
+	return 0;
+}
+
+int conn_map_local(lode_conn_t *c, struct layout_map **out)
+{
+	struct layout_map *m;
+	int rc;
+
+	if ((rc = layout_map_create(0, &m)) < 0)
+		return rc;
+	if ((rc = layout_map_engine_add(m, 0, c->eng[0].ntgts, LAYOUT_UP)) < 0) {
+		layout_map_free(m);
+		return rc;
+	}
+	m->version = 0;
+	*out = m;
+	return 0;
+}
+
+void conn_map_take(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
+{
+	struct layout_map *m;
+
+	if (pm->n_engines == 0 || pm->n_engines > CONN_ENGINES_MAX || conn_map_decode(pm, &m) < 0)
+		return;
+	pthread_mutex_lock(&c->lock);
+	layout_map_free(c->map);
+	c->map = m;
+	c->nengines = (unsigned)pm->n_engines;
+	for (size_t i = 0; i < pm->n_engines; i++) {
+		c->eng[i].id = pm->engines[i]->id;
+		snprintf(c->eng[i].addr, sizeof(c->eng[i].addr), "%s",
+			 pm->engines[i]->address ? pm->engines[i]->address : "");
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void conn_map_wake(lode_conn_t *c, uint32_t want)
+{
+	uint32_t cur = atomic_load(&c->map_want);
+
+	while (want > cur && !atomic_compare_exchange_weak(&c->map_want, &cur, want))
+		;
+	pthread_mutex_lock(&c->renewer_lock);
+	pthread_cond_signal(&c->renewer_cond);
+	pthread_mutex_unlock(&c->renewer_lock);
+}
+
+void conn_map_install(lode_conn_t *c, struct layout_map *m)
+{
+	struct creq *r, *keep = NULL;
+	uint32_t want = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (m && !c->map_local && (!c->map || m->version >= c->map->version)) {
+		layout_map_free(c->map);
+		c->map = m;
+		m = NULL;
+	}
+	if (c->map && !c->map_local && c->map->version > atomic_load(&c->map_ver))
+		atomic_store(&c->map_ver, (uint32_t)c->map->version);
+	/* Placed again with the map we now hold, unless an engine named a
+	 * newer one still: those wait for the next fetch. */
+	while ((r = c->parked)) {
+		int rc = 0;
+
+		c->parked = r->next;
+		r->next = NULL;
+		if (c->map_local && (uint32_t)r->val > atomic_load(&c->map_ver))
+			atomic_store(&c->map_ver, (uint32_t)r->val); /* nothing to place by */
+		if ((uint32_t)r->val > atomic_load(&c->map_ver)) {
+			r->next = keep;
+			keep = r;
+			if ((uint32_t)r->val > want)
+				want = (uint32_t)r->val;
+			continue;
+		}
+		r->parked = false;
+		r->replied = false;
+		r->rc = 0;
+		r->val = 0;
+		r->in_len = 0;
+		if (r->placed)
+			rc = conn_place(c, r, conn_req_send);
+		if (rc == 0)
+			rc = conn_req_resend(r);
+		if (rc < 0)
+			conn_req_fail(r, rc);
+	}
+	c->parked = keep;
+	pthread_mutex_unlock(&c->lock);
+	layout_map_free(m);
+	if (want)
+		conn_map_wake(c, want);
+}
+
+int conn_target_of(lode_cont_t *ct, struct lode_oid oid, const void *dkey, size_t len)
+{
+	struct creq *r = creq_new_placed(ct, NET_OP_SV_FETCH, oid, dkey, len, false);
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	r->a.oid = oid;
+	pthread_mutex_lock(&ct->c->lock);
+	rc = conn_place(ct->c, r, NULL);
+	pthread_mutex_unlock(&ct->c->lock);
+	if (rc == 0)
+		rc = (int)r->tgt;
+	creq_free(r);
+	return rc;
+}

@@ -1,0 +1,293 @@
+/*
+ * place_client: liblode over several engines, one behaviour per command,
+ * driven by place_test.sh (which starts the engines and kills or excludes
+ * them between and during commands). Every command prints "ok ..." and
+ * exits 0, or prints what failed and exits 1.
+ *
+ *   rw ADDR CONT N        N objects of the container's class (class 0) and N
+ *                         of each explicit class S1, S2, SX, RP_2, RP_3: kv
+ *                         keys, single values and array ranges over several
+ *                         chunks; every byte read back.
+ *   spread ADDR CONT N    N small objects, then every engine's targets hold
+ *                         records (lode_status through the connection).
+ *   stream ADDR CONT SECS write objects of RP_2 for SECS seconds, with no
+ *                         error allowed; then read every one back.
+ *   verify ADDR CONT N    objects 0..N-1 of stream read back (a new connection).
+ *   s1dead ADDR CONT N    objects of S1 with one engine dead: each write and
+ *                         read returns 0 or -EHOSTDOWN, at least one of each,
+ *                         none takes long, and what was written reads back.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client.h"
+#include "layout/layout.h"
+#include "lode/lode.h"
+
+#define CHUNK 4096u
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void die(const char *what, int rc)
+{
+	printf("FAIL %s: %d (%s)\n", what, rc, lode_strerror(rc));
+	exit(1);
+}
+
+/* The bytes of object i, key j: a pattern nobody else writes. */
+static void fill(uint8_t *p, size_t n, unsigned cls, unsigned i, unsigned j)
+{
+	uint64_t x = (uint64_t)cls << 48 ^ (uint64_t)i << 20 ^ j ^ 0x9e3779b97f4a7c15ull;
+
+	for (size_t k = 0; k < n; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[k] = (uint8_t)x;
+	}
+}
+
+static struct lode_oid oid_of(unsigned type, unsigned cls, unsigned i)
+{
+	return lode_oid_make(type, cls, 0x91ace, i);
+}
+
+/* Object i of class cls: three kv keys, two single values, an array over
+ * three chunks. */
+static int obj_write(lode_cont_t *ct, unsigned cls, unsigned i)
+{
+	uint8_t buf[3 * CHUNK + 100];
+	char key[32];
+	int rc;
+
+	for (unsigned j = 0; j < 3; j++) {
+		snprintf(key, sizeof(key), "k%u", j);
+		fill(buf, 64 + j, cls, i, j);
+		if ((rc = lode_kv_put(ct, oid_of(LODE_OT_KV, cls, i), key, buf, 64 + j, NULL)) < 0)
+			return rc;
+	}
+	for (unsigned j = 0; j < 2; j++) {
+		struct lode_key k = {key, 0, "a", 1};
+
+		k.dkey_len = (uint32_t)snprintf(key, sizeof(key), "d%u", j);
+		fill(buf, 3000, cls, i, 10 + j);
+		if ((rc = lode_obj_update(ct, oid_of(LODE_OT_KV, cls, 1000000 + i), &k, buf, 3000,
+					  NULL)) < 0)
+			return rc;
+	}
+	fill(buf, sizeof(buf), cls, i, 20);
+	return lode_array_write(ct, oid_of(LODE_OT_ARRAY, cls, i), CHUNK, 1000, buf, sizeof(buf),
+				NULL);
+}
+
+/* Read object i back: 0, a negative error, or 1 when bytes differ. */
+static int obj_check(lode_cont_t *ct, unsigned cls, unsigned i)
+{
+	uint8_t want[3 * CHUNK + 100], got[3 * CHUNK + 100];
+	char key[32];
+	uint32_t len;
+	int rc;
+
+	for (unsigned j = 0; j < 3; j++) {
+		snprintf(key, sizeof(key), "k%u", j);
+		fill(want, 64 + j, cls, i, j);
+		if ((rc = lode_kv_get(ct, oid_of(LODE_OT_KV, cls, i), key, got, sizeof(got), &len,
+				      NULL)) < 0)
+			return rc;
+		if (len != 64 + j || memcmp(got, want, len))
+			return 1;
+	}
+	for (unsigned j = 0; j < 2; j++) {
+		struct lode_key k = {key, 0, "a", 1};
+
+		k.dkey_len = (uint32_t)snprintf(key, sizeof(key), "d%u", j);
+		fill(want, 3000, cls, i, 10 + j);
+		if ((rc = lode_obj_fetch(ct, oid_of(LODE_OT_KV, cls, 1000000 + i), LODE_EPOCH_MAX,
+					 &k, got, sizeof(got), &len, NULL)) < 0)
+			return rc;
+		if (len != 3000 || memcmp(got, want, len))
+			return 1;
+	}
+	fill(want, sizeof(want), cls, i, 20);
+	memset(got, 0xee, sizeof(got));
+	if ((rc = lode_array_read(ct, oid_of(LODE_OT_ARRAY, cls, i), CHUNK, LODE_EPOCH_MAX, 1000,
+				  got, sizeof(got), NULL)) < 0)
+		return rc;
+	return memcmp(got, want, sizeof(got)) ? 1 : 0;
+}
+
+static void open_cont(const char *addr, const char *label, lode_conn_t **c, lode_cont_t **ct)
+{
+	int rc;
+
+	if ((rc = lode_connect(addr, NULL, c)) < 0)
+		die("connect", rc);
+	if ((rc = lode_cont_open(*c, label, ct)) < 0)
+		die("cont open", rc);
+}
+
+static int cmd_rw(lode_conn_t *c, lode_cont_t *ct, unsigned n)
+{
+	static const char *const names[] = {"S1", "S2", "SX", "RP_2", "RP_3"};
+	unsigned classes[6] = {0};
+	int rc;
+
+	for (unsigned k = 0; k < 5; k++) {
+		struct layout_class lc;
+
+		layout_class_parse(names[k], &lc);
+		classes[k + 1] = lc.id;
+	}
+	for (unsigned k = 0; k < 6; k++)
+		for (unsigned i = 0; i < n; i++)
+			if ((rc = obj_write(ct, classes[k], i)) < 0)
+				die(k ? names[k - 1] : "class 0: write", rc);
+	for (unsigned k = 0; k < 6; k++) {
+		for (unsigned i = 0; i < n; i++) {
+			if ((rc = obj_check(ct, classes[k], i)) != 0) {
+				printf("FAIL class %s object %u reads back: %d\n",
+				       k ? names[k - 1] : "0", i, rc);
+				return 1;
+			}
+		}
+	}
+	printf("ok   %u objects of each class read back byte for byte (%u engines)\n", n,
+	       c->nengines);
+	return 0;
+}
+
+static int cmd_spread(lode_conn_t *c, lode_cont_t *ct, unsigned n)
+{
+	struct lode_target_status st[CONN_TARGETS_MAX];
+	int rc, nt;
+
+	for (unsigned i = 0; i < n; i++) {
+		char v[8] = "v";
+
+		if ((rc = lode_kv_put(ct, oid_of(LODE_OT_KV, 1, 500000 + i), "k", v, 1, NULL)) < 0)
+			die("spread write", rc);
+	}
+	if ((nt = lode_status(c, st, CONN_TARGETS_MAX)) < 0)
+		die("status", nt);
+	if (c->nengines < 3) {
+		printf("FAIL the connection has %u engines, expected 3\n", c->nengines);
+		return 1;
+	}
+	for (unsigned e = 0; e < c->nengines; e++) {
+		for (unsigned t = c->eng[e].first; t < c->eng[e].first + c->eng[e].ntgts; t++) {
+			if (st[t].records == 0) {
+				printf("FAIL engine %u target %u holds no record after %u objects\n",
+				       c->eng[e].id, t - c->eng[e].first, n);
+				return 1;
+			}
+		}
+	}
+	printf("ok   %u S1 objects reach every target of all %u engines (%d targets)\n", n,
+	       c->nengines, nt);
+	return 0;
+}
+
+static int cmd_verify(lode_cont_t *ct, unsigned cls, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int rc = obj_check(ct, cls, i);
+
+		if (rc != 0) {
+			printf("FAIL object %u of %u reads back: %d (%s)\n", i, n, rc,
+			       rc < 0 ? lode_strerror(rc) : "bytes differ");
+			return 1;
+		}
+	}
+	printf("ok   all %u acknowledged objects read back\n", n);
+	return 0;
+}
+
+static int cmd_stream(lode_cont_t *ct, unsigned secs)
+{
+	int64_t end = now_ms() + secs * 1000;
+	unsigned n = 0;
+	int rc;
+
+	while (now_ms() < end) {
+		if ((rc = obj_write(ct, LAYOUT_CLASS_RP_2, n)) < 0) {
+			printf("FAIL stream write %u: %d (%s)\n", n, rc, lode_strerror(rc));
+			return 1;
+		}
+		n++;
+	}
+	printf("ok   %u RP_2 objects written without an error\n", n);
+	printf("count %u\n", n);
+	fflush(stdout);
+	return cmd_verify(ct, LAYOUT_CLASS_RP_2, n);
+}
+
+static int cmd_s1dead(lode_cont_t *ct, unsigned n)
+{
+	unsigned ok = 0, down = 0;
+	int64_t worst = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		int64_t t0 = now_ms();
+		int rc = obj_write(ct, 1, 700000 + i);
+
+		if (rc == 0 && (rc = obj_check(ct, 1, 700000 + i)) > 0) {
+			printf("FAIL S1 object %u, written, reads back wrong\n", i);
+			return 1;
+		}
+		if (now_ms() - t0 > worst)
+			worst = now_ms() - t0;
+		if (rc == 0)
+			ok++;
+		else if (rc == -EHOSTDOWN)
+			down++;
+		else
+			die("S1 with an engine dead", rc);
+	}
+	if (!ok || !down || worst > 1000) {
+		printf("FAIL S1 with an engine dead: %u ok, %u -EHOSTDOWN, slowest %lld ms\n", ok,
+		       down, (long long)worst);
+		return 1;
+	}
+	printf("ok   S1 with an engine dead: %u served, %u -EHOSTDOWN, slowest %lld ms\n", ok,
+	       down, (long long)worst);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	lode_conn_t *c;
+	lode_cont_t *ct;
+	unsigned n;
+	int rc;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: place_client rw|spread|stream|verify|s1dead ADDR CONT N\n");
+		return 2;
+	}
+	n = (unsigned)strtoul(argv[4], NULL, 10);
+	open_cont(argv[2], argv[3], &c, &ct);
+	if (strcmp(argv[1], "rw") == 0)
+		rc = cmd_rw(c, ct, n);
+	else if (strcmp(argv[1], "spread") == 0)
+		rc = cmd_spread(c, ct, n);
+	else if (strcmp(argv[1], "stream") == 0)
+		rc = cmd_stream(ct, n);
+	else if (strcmp(argv[1], "verify") == 0)
+		rc = cmd_verify(ct, LAYOUT_CLASS_RP_2, n);
+	else if (strcmp(argv[1], "s1dead") == 0)
+		rc = cmd_s1dead(ct, n);
+	else
+		rc = 2;
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	return rc;
+}
