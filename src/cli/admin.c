@@ -1325,7 +1325,7 @@ static void cont_print(const Lode__Mgmt__V1__ContInfo *c)
 	if (!p)
 		return;
 	printf("class       %s\nchunk size  %s\nchecksum    %s\nencryption  %s\n",
-	       *p->object_class ? p->object_class : "S1 (default)",
+	       *p->object_class ? p->object_class : "SX (default)",
 	       p->chunk_size ? fmt_size(cs, sizeof(cs), p->chunk_size) : "1.0 MiB (default)",
 	       *p->checksum ? p->checksum : "crc32c (default)",
 	       p->encryption ? "AES-256-GCM, in the client" : "off");

@@ -1692,9 +1692,30 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 		goto fail;
 	/* The engine we bootstrapped, in the map the service gave; without
 	 * one, it is the only engine (and placement is over its targets). */
-	for (unsigned e = 0; c->map && e < c->nengines && !found; e++)
-		if (addr_same(c->eng[e].addr, &server))
-			boot_slot = e, found = true;
+	for (unsigned e = 0; c->map && e < c->nengines; e++) {
+		if (!addr_same(c->eng[e].addr, &server))
+			continue;
+		if (found) {
+			/* Two engines answer to the address we dialed (wildcard
+			 * listen addresses): we cannot tell which one we reached. */
+			snprintf(c->mgmt_err, sizeof(c->mgmt_err),
+				 "engines %u and %u of the pool map both have the address %.160s",
+				 c->eng[boot_slot].id, c->eng[e].id, c->server);
+			rc = -EPROTO;
+			goto fail;
+		}
+		boot_slot = e, found = true;
+	}
+	if (!found && c->map && c->nengines > 1) {
+		/* Placing over the one engine we reached would put data where
+		 * the other clients, placing over the whole map, never look. */
+		snprintf(c->mgmt_err, sizeof(c->mgmt_err),
+			 "%.160s is none of the %u engines of the pool map (engines must listen on "
+			 "an address clients dial)",
+			 c->server, c->nengines);
+		rc = -EPROTO;
+		goto fail;
+	}
 	if (!found) {
 		pthread_mutex_lock(&c->lock);
 		layout_map_free(c->map);

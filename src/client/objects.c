@@ -1638,7 +1638,7 @@ int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
 	}
 	/* Objects of class 0 take the container's: S1 unless it names one.
 	 * EC is not on the I/O path yet. */
-	rc = layout_class_parse(info.object_class[0] ? info.object_class : "S1", &ct->cls);
+	rc = layout_class_parse(info.object_class[0] ? info.object_class : "SX", &ct->cls);
 	if (rc == 0 && ct->cls.redun == LAYOUT_R_EC)
 		rc = -EOPNOTSUPP;
 	if (rc < 0) {

@@ -291,6 +291,15 @@ void conn_map_install(lode_conn_t *c, struct layout_map *m)
 		r->rc = 0;
 		r->val = 0;
 		r->in_len = 0;
+		if (r->placed && r->write && !r->leader) {
+			/* A write is placed whole again: every member of its group in
+			 * the new map gets it (a member may have moved to another
+			 * engine); acknowledgements of the old members do not count. */
+			r->spread = false;
+			r->member = 0;
+			r->members_ok = 0;
+			r->lost_rc = 0;
+		}
 		if (r->placed)
 			rc = conn_place(c, r, conn_req_send);
 		if (rc == 0)

@@ -183,7 +183,8 @@ static int call_errno(int st, int not_found)
  * UNAVAILABLE naming the leader, or saying there is none yet (src/mgmt
  * README, "Replication"): call the leader on a channel of its own for this
  * call (c->mgmt stays as it is: other threads use it), or wait a moment and
- * ask again. A few tries, then the last answer stands.
+ * ask again. A few tries, then the last answer stands. Only those two
+ * answers are retried: they say the call was not served at all.
  */
 static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
 		     const ProtobufCMessageDescriptor *rd, const uint8_t *cap, ProtobufCMessage **rep,
@@ -202,7 +203,10 @@ static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage 
 		if (st != RPC_UNAVAILABLE || try == 12)
 			break;
 		r = rpc_redirect_parse(msg, leader, sizeof(leader));
-		if (r < 0 && ch == c->mgmt)
+		/* Anything but a redirect or "no leader yet" may have done the
+		 * change (a leader that failed mid-call, or one that could not
+		 * commit): calling again could do it twice, so that answer stands. */
+		if (r < 0)
 			break;
 		if (led)
 			rpc_channel_close(led);
@@ -211,7 +215,7 @@ static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage 
 		if (r == 1 && rpc_channel_reopen(c->mgmt, leader, &led) == 0)
 			ch = led;
 		else
-			usleep(r == 0 ? 250000 : 50000); /* no leader yet, or it went away */
+			usleep(250000); /* no leader yet */
 	}
 	if (led)
 		rpc_channel_close(led);

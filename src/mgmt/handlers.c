@@ -1024,7 +1024,7 @@ static int props_check(const Lode__Mgmt__V1__ContProps *in, const char **oclass,
 	if (cb && (cb < 4096 || cb > (1u << 20) || (cb & (cb - 1))))
 		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
 			    "crypt block size %u: a power of two from 4 KiB to 1 MiB", cb);
-	*oclass = oc[0] ? oc : "S1";
+	*oclass = oc[0] ? oc : "SX";
 	*chunk = ch ? ch : 1u << 20;
 	*csum = cs[0] ? cs : "crc32c";
 	*cblock = in && in->encryption ? (cb ? cb : 4096) : 0;

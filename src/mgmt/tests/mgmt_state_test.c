@@ -737,7 +737,7 @@ static void test_bad_input(void **state)
 		assert_int_equal(cont_call(w.m, "ContQuery", &w.bob, "default", "c1",
 					   (ProtobufCMessage **)&ci),
 				 RPC_OK);
-		assert_string_equal(ci->props->object_class, "S1");
+		assert_string_equal(ci->props->object_class, "SX");
 		assert_int_equal(ci->props->chunk_size, 1u << 20);
 		assert_string_equal(ci->props->checksum, "crc32c");
 		protobuf_c_message_free_unpacked(&ci->base, NULL);
