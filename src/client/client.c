@@ -430,9 +430,22 @@ static bool req_park(struct creq *r)
 {
 	lode_conn_t *c = r->c;
 
-	if (r->rc != -LODE_ESTALEMAP || r->resent >= RESEND_MAX || c->failed || r->op == 0 ||
-	    r->final)
+	if (r->resent >= RESEND_MAX || c->failed || r->op == 0 || r->final)
 		return false;
+	if (r->rc != -LODE_ESTALEMAP) {
+		/*
+		 * A replicated write that some member the map has UP did not
+		 * take (unreachable from here, lost, fenced) is not acknowledged
+		 * with a copy missing: it waits for a newer map, which marks that
+		 * engine DOWN (then the write is degraded, legitimately) or shows
+		 * the reason gone, and is placed whole again. The timeout bounds
+		 * the wait.
+		 */
+		if (!r->placed || !r->write || r->leader || r->shadow_rc ||
+		    !(r->lost_up || r->lost_rc))
+			return false;
+		r->val = atomic_load(&c->map_ver) + 1;
+	}
 	r->resent++;
 	req_unlink(r);
 	r->parked = true;
@@ -481,12 +494,14 @@ static bool req_retry(struct creq *r)
 /*
  * A replicated write's result: an error of any member is the write's,
  * except a lost one (unreachable, or fenced: not serving), which makes a
- * degraded write as long as one member acknowledged it. With none, the
- * write fails with a fenced member's error, else -EHOSTDOWN.
+ * degraded write as long as one member acknowledged it and the map by
+ * then says the lost member is DOWN (req_park waited for that). With none,
+ * the write fails with a fenced member's error, else -EHOSTDOWN.
  */
 static void req_write_result(struct creq *r)
 {
-	member_count(r, r->rc);
+	if (r->rc == -LODE_ESTALEMAP)
+		member_count(r, r->rc); /* the others were counted before parking was tried */
 	if (r->shadow_rc)
 		r->rc = r->shadow_rc;
 	else
@@ -499,6 +514,8 @@ static void req_maybe_finish(struct creq *r)
 		return;
 	if (r->rc == -LODE_EFENCED)
 		conn_map_wake(r->c, atomic_load(&r->c->map_ver) + 1); /* its state may have changed */
+	if (r->placed && r->write && !r->leader && r->rc != -LODE_ESTALEMAP)
+		member_count(r, r->rc); /* the leader's own answer, before parking looks */
 	if (req_park(r) || req_retry(r))
 		return;
 	if (r->placed && r->write && !r->leader)
@@ -848,9 +865,17 @@ static void check_timeouts(lode_conn_t *c)
 	}
 	for (pp = &c->parked; (r = *pp) && !c->failed;) {
 		if (r->deadline_us < now) {
+			int rc = -LODE_ESTALEMAP;
+
 			*pp = r->next;
 			r->next = NULL;
-			conn_req_fail(r, -LODE_ESTALEMAP);
+			if (r->placed && r->write && !r->leader && (r->lost_up || r->lost_rc)) {
+				/* No map said the missing member is DOWN in time: the
+				 * write fails with why that member did not take it. */
+				rc = r->lost_rc ? r->lost_rc : -EHOSTDOWN;
+				r->shadow_rc = rc;
+			}
+			conn_req_fail(r, rc);
 		} else {
 			pp = &r->next;
 		}

@@ -74,6 +74,7 @@ struct creq {
 	int shadow_rc;            /* the first error of a member that is not lost */
 	int lost_rc;              /* -EHOSTDOWN or -LODE_EFENCED: a member lost */
 	uint8_t members_ok;       /* members that acknowledged (leader included) */
+	bool lost_up;             /* a write left out a member the map has UP (unreachable here) */
 	bool replied;
 	bool done;
 	int rc;

@@ -140,9 +140,12 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		r->tgt = (unsigned)t;
 		return 0;
 	}
-	for (; r->member < g.size; r->member++)
+	for (; r->member < g.size; r->member++) {
 		if ((t = member_target(c, &g, r->member)) >= 0)
 			break;
+		if (r->write && !g.shard[r->member].down)
+			r->lost_up = true;
+	}
 	if (r->member >= g.size)
 		return -EHOSTDOWN;
 	r->tgt = (unsigned)t;
@@ -152,8 +155,13 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 	for (unsigned i = r->member + 1u; i < g.size; i++) {
 		struct creq *s;
 
-		if ((t = member_target(c, &g, i)) < 0)
+		if ((t = member_target(c, &g, i)) < 0) {
+			/* DOWN in the map: a degraded write. UP but not reachable
+			 * from here: the write waits for a map that says so. */
+			if (!g.shard[i].down)
+				r->lost_up = true;
 			continue;
+		}
 		if (!(s = shadow_new(r, i, (unsigned)t)))
 			return -ENOMEM; /* the shadows sent so far complete on their own */
 		r->nshadow++;
@@ -299,6 +307,7 @@ void conn_map_install(lode_conn_t *c, struct layout_map *m)
 			r->member = 0;
 			r->members_ok = 0;
 			r->lost_rc = 0;
+			r->lost_up = false;
 		}
 		if (r->placed)
 			rc = conn_place(c, r, conn_req_send);
