@@ -577,6 +577,30 @@ static void fail_pass(lode_conn_t *c, int e)
 }
 
 /* Fail everything in flight and close the endpoints. Lock held. */
+/*
+ * Drop the reply data waiting to be received for requests on engine e's
+ * targets (every engine's with e < 0), failing them with rc: once their engine failed, the
+ * requests finish and hand their buffers back, so nothing may be received
+ * into them later. Lock held.
+ */
+static void rndv_drop(lode_conn_t *c, int e, int rc)
+{
+	struct creq **pp = &c->rndv_head, *r;
+
+	while ((r = *pp)) {
+		if (e >= 0 && c->w[r->tgt].eng != (unsigned)e) {
+			pp = &r->rndv_next;
+			continue;
+		}
+		*pp = r->rndv_next;
+		ucp_am_data_release(c->w[r->tgt].worker, r->rndv);
+		r->rndv = NULL;
+		r->pending--;
+		if (r->rc == 0)
+			r->rc = rc;
+	}
+}
+
 static void conn_fail(lode_conn_t *c, int rc)
 {
 	struct creq *r, *next;
@@ -584,6 +608,7 @@ static void conn_fail(lode_conn_t *c, int rc)
 	if (c->failed)
 		return;
 	c->failed = rc;
+	rndv_drop(c, -1, rc);
 	for (r = c->head; r; r = next) {
 		next = r->next;
 		if (!r->replied) {
@@ -636,6 +661,7 @@ static void engine_fail(lode_conn_t *c, unsigned e, int rc)
 		return;
 	}
 	c->eng[e].lost = true;
+	rndv_drop(c, (int)e, -EHOSTDOWN);
 	for (r = c->head; r; r = r->next) {
 		if (c->w[r->tgt].eng == e && !r->replied) {
 			r->replied = true;
@@ -1660,8 +1686,18 @@ static int engine_connect(lode_conn_t *c, unsigned e, const struct net_welcome *
  */
 static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
 {
-	for (unsigned e = 0; e < c->nengines; e++) {
-		unsigned st = c->map->engines[e].state;
+	uint8_t states[CONN_ENGINES_MAX];
+	unsigned n;
+
+	/* The states as the map had them at connect: the renewer may swap the
+	 * map meanwhile (an engine failing below wakes it). */
+	pthread_mutex_lock(&c->lock);
+	n = c->nengines < c->map->nengines ? c->nengines : c->map->nengines;
+	for (unsigned e = 0; e < n; e++)
+		states[e] = c->map->engines[e].state;
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned e = 0; e < n; e++) {
+		unsigned st = states[e];
 		struct sockaddr_storage ss;
 		struct net_welcome w;
 		void *msg = NULL;

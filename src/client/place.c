@@ -80,15 +80,17 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 static int member_target(const lode_conn_t *c, const struct layout_group *g, unsigned i)
 {
 	const struct layout_engine *le = layout_map_engine(c->map, g->shard[i].engine);
-	const struct conn_engine *e;
-	size_t slot;
+	const struct conn_engine *e = NULL;
 
 	if (!le || g->shard[i].down)
 		return -1;
-	slot = (size_t)(le - c->map->engines);
-	if (slot >= c->nengines || c->eng[slot].id != le->id)
+	/* By id, not by slot: a map without a NEW engine that was removed
+	 * has its later engines in lower slots than when we connected. */
+	for (unsigned k = 0; k < c->nengines && !e; k++)
+		if (c->eng[k].id == le->id)
+			e = &c->eng[k];
+	if (!e)
 		return -1; /* an engine that joined after we connected */
-	e = &c->eng[slot];
 	if (!e->connected || e->lost || g->shard[i].tgt >= e->ntgts)
 		return -1;
 	return (int)(e->first + g->shard[i].tgt);
