@@ -16,22 +16,8 @@ set -u
 loded=$1
 lode=$2
 export UCX_NET_DEVICES=lo
-mkdir -p "${LODE_TEST_TMP:-/tmp}"
-dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-cluster-test.XXXXXX")
-pid=
-pids=()
-cleanup() {
-	for p in "${pids[@]}" $pid; do
-		kill -CONT "$p" 2>/dev/null
-		kill "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-export HOME=$dir/home XDG_CONFIG_HOME=$dir/xdg
-mkdir -p "$HOME"
-unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_FILE
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+scratch_setup cluster-test
 
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"

@@ -16,21 +16,8 @@ loded=$1
 lode=$2
 client=$3
 export UCX_NET_DEVICES=lo LODE_TIMEOUT_MS=3000
-mkdir -p "${LODE_TEST_TMP:-/tmp}"
-dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-place-test.XXXXXX")
-pid=
-pids=()
-cleanup() {
-	for p in "${pids[@]}" $pid; do
-		kill "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-export HOME=$dir/home XDG_CONFIG_HOME=$dir/xdg
-mkdir -p "$HOME"
-unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_FILE
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+scratch_setup place-test
 
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"

@@ -1,0 +1,28 @@
+# Sourced by the multi-engine shell tests: a scratch directory and a home
+# of their own, and every process they start stopped at exit.
+#
+# scratch_setup NAME: makes $dir under $LODE_TEST_TMP (or /tmp), points
+# HOME and XDG_CONFIG_HOME into it (nothing touches the real ~/.config),
+# clears the LODE_* variables a user may have set, and installs an EXIT
+# trap that stops $pid and every pid in the array pids (resuming stopped
+# ones first) and removes $dir.
+scratch_setup() {
+	mkdir -p "${LODE_TEST_TMP:-/tmp}"
+	dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-$1.XXXXXX")
+	pid=
+	pids=()
+	trap scratch_cleanup EXIT
+	export HOME=$dir/home XDG_CONFIG_HOME=$dir/xdg
+	mkdir -p "$HOME"
+	unset LODE_USER LODE_SECRET LODE_POOL LODE_MGMT LODE_TLS_CA LODE_ADDR LODE_ADDR_FILE
+}
+
+scratch_cleanup() {
+	local p
+	for p in "${pids[@]}" $pid; do
+		kill -CONT "$p" 2>/dev/null
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$dir"
+}
