@@ -354,6 +354,20 @@ static int login(struct member *m)
 	return st;
 }
 
+/* What every EngineJoin and EngineHeartbeat reply carries: the service's
+ * keys and revocations (unless this engine checks with its own replica's)
+ * and the map. */
+static void reply_take(struct member *m, Lode__Mgmt__V1__SigningKeyInfo **keys, size_t nkeys,
+		       Lode__Mgmt__V1__RevocationInfo **revs, size_t nrevs,
+		       const Lode__Mgmt__V1__PoolMap *map)
+{
+	if (!m->local_tables) {
+		keys_take(m, keys, nkeys);
+		revocations_take(m, revs, nrevs);
+	}
+	map_take(m, map);
+}
+
 static int join(struct member *m)
 {
 	Lode__Mgmt__V1__EngineJoinRequest req = LODE__MGMT__V1__ENGINE_JOIN_REQUEST__INIT;
@@ -372,11 +386,7 @@ static int join(struct member *m)
 		srv_log("joined the system as engine %u", rep->engine_id);
 	m->engine_id = rep->engine_id;
 	m->joined = true;
-	if (!m->local_tables) {
-		keys_take(m, rep->keys, rep->n_keys);
-		revocations_take(m, rep->revocations, rep->n_revocations);
-	}
-	map_take(m, rep->map);
+	reply_take(m, rep->keys, rep->n_keys, rep->revocations, rep->n_revocations, rep->map);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return RPC_OK;
 }
@@ -414,11 +424,7 @@ static int heartbeat(struct member *m)
 		  true, (ProtobufCMessage **)&rep);
 	if (st != RPC_OK)
 		return st;
-	if (!m->local_tables) {
-		keys_take(m, rep->keys, rep->n_keys);
-		revocations_take(m, rep->revocations, rep->n_revocations);
-	}
-	map_take(m, rep->map);
+	reply_take(m, rep->keys, rep->n_keys, rep->revocations, rep->n_revocations, rep->map);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return RPC_OK;
 }
