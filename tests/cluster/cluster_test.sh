@@ -22,7 +22,7 @@ scratch_setup cluster-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
-HB=(--heartbeat-ms 200 --grace-ms 1500)
+HB=(--heartbeat-ms 200 --grace-ms 3000)
 loded_start --ram --transport tcp --targets 2 "${HB[@]}"
 a_addr=$addr
 mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
@@ -69,9 +69,9 @@ sleep 1
 kill -9 "$c_pid"
 wait "$c_pid" 2>/dev/null
 t0=$(date +%s%N)
-wait_state "killed engine 2 is DOWN" 2 DOWN 5
+wait_state "killed engine 2 is DOWN" 2 DOWN 10
 t1=$(date +%s%N)
-echo "     detected in $(((t1 - t0) / 1000000)) ms (grace 1500 ms)"
+echo "     detected in $(((t1 - t0) / 1000000)) ms (grace 3000 ms)"
 wait "$bench"
 rc=$?
 [ "$rc" -eq 0 ] || { failed "bench across the map change exited $rc"; cat "$dir/bench.err"; }
@@ -91,7 +91,7 @@ grep -q "not serving" "$dir/err" || failed "refusal names the fence: $(cat "$dir
 
 # ---- exclude and reintegrate by hand ----
 check "exclude engine 1" 0 A system exclude 1
-wait_state "excluded engine 1 is DOWN" 1 DOWN 3
+wait_state "excluded engine 1 is DOWN" 1 DOWN 5
 sleep 0.5
 check "an excluded engine refuses data" 1 "$lode" --addr "$b_addr" cont create onb
 check "exclude engine 0 is refused" 1 A system exclude 0
@@ -127,7 +127,7 @@ sleep 2
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
 pid=
-for _ in $(seq 40); do
+for _ in $(seq 80); do
 	grep -q "lost the management service" "$dir/b.log" && break
 	sleep 0.1
 done

@@ -60,7 +60,7 @@ reps="1=${R[1]}@${G[1]},2=${R[2]}@${G[2]},3=${R[3]}@${G[3]}"
 export LODE_CREDENTIALS=$dir/admin.credentials
 start() { # start I: loded I on its directories
 	"$loded" --listen "${A[$1]}" --path "$dir/n$1" --ram --transport tcp --targets 2 \
-		--admin-cred "$LODE_CREDENTIALS" --heartbeat-ms 200 --grace-ms 1500 \
+		--admin-cred "$LODE_CREDENTIALS" --heartbeat-ms 200 --grace-ms 3000 \
 		--mgmt-replicas "$reps" --mgmt-replica-id "$1" --mgmt-election-ms 300 \
 		>>"$dir/n$1.log" 2>&1 &
 	lpid[$1]=$!

@@ -15,14 +15,16 @@ set -u
 loded=$1
 lode=$2
 client=$3
-export UCX_NET_DEVICES=lo LODE_TIMEOUT_MS=3000
+# A replicated write that lost a member waits, up to the client's timeout,
+# for the map to mark that engine DOWN: the timeout must outlast the grace.
+export UCX_NET_DEVICES=lo LODE_TIMEOUT_MS=8000
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
 scratch_setup place-test
 
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
-loded_start --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 1500
+loded_start --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
 a_addr=$addr
 mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
 A() { "$lode" --addr "$a_addr" "$@"; }
@@ -70,7 +72,7 @@ rc=$?
 cat "$dir/stream.out"
 [ "$rc" -eq 0 ] || failed "RP_2 stream across kill -9 exited $rc"
 n=$(sed -n 's/^count //p' "$dir/stream.out")
-wait_state 2 DOWN 5
+wait_state 2 DOWN 10
 check "RP_2 reads back degraded from a new connection" 0 "$client" verify "$a_addr" cRP_2 "${n:-1}"
 check "S1 on the dead engine fails fast with -EHOSTDOWN" 0 "$client" s1dead "$a_addr" cS1 40
 cat "$dir/out"

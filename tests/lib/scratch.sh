@@ -5,7 +5,9 @@
 # HOME and XDG_CONFIG_HOME into it (nothing touches the real ~/.config),
 # clears the LODE_* variables a user may have set, and installs an EXIT
 # trap that stops $pid and every pid in the array pids (resuming stopped
-# ones first) and removes $dir.
+# ones first) and removes $dir. When a check failed ($fails, from
+# check.sh), the end of every log in $dir is printed first: a failure seen
+# only under CI's load leaves its evidence in the test's output.
 scratch_setup() {
 	mkdir -p "${LODE_TEST_TMP:-/tmp}"
 	dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-$1.XXXXXX")
@@ -18,11 +20,18 @@ scratch_setup() {
 }
 
 scratch_cleanup() {
-	local p
+	local p log
 	for p in "${pids[@]}" $pid; do
 		kill -CONT "$p" 2>/dev/null
 		kill "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
+	if [ "${fails:-0}" -ne 0 ]; then
+		for log in "$dir"/*.log; do
+			[ -f "$log" ] || continue
+			echo "---- the end of ${log##*/}"
+			tail -40 "$log"
+		done
+	fi
 	rm -rf "$dir"
 }
