@@ -892,6 +892,51 @@ static void test_place_dkey_groups(void **state)
 	layout_map_free(m);
 }
 
+/*
+ * The groups of a striped object on one engine take distinct targets: SX on
+ * a single engine of 4 uses each target once, S2 on one engine of 2 both.
+ * Drawn per group, half the objects on an engine of 2 kept every dkey on
+ * one target. A target going OUT moves only the groups it held.
+ */
+static void test_place_stripe_targets(void **state)
+{
+	struct layout_map *m = map_make(1, 4), *two = map_make(1, 2);
+	struct layout_class sx = class_of("SX"), s2 = class_of("S2");
+
+	for (uint64_t k = 0; k < 1000; k++) {
+		unsigned seen = 0, seen2 = 0;
+		struct layout_group g;
+
+		for (uint32_t grp = 0; grp < 4; grp++) {
+			assert_int_equal(layout_group_place(m, oid_n(k), &sx, grp, &g), 0);
+			seen |= 1u << g.shard[0].tgt;
+		}
+		assert_int_equal(seen, 0xf);
+		for (uint32_t grp = 0; grp < 2; grp++) {
+			assert_int_equal(layout_group_place(two, oid_n(k), &s2, grp, &g), 0);
+			seen2 |= 1u << g.shard[0].tgt;
+		}
+		assert_int_equal(seen2, 0x3);
+	}
+	/* Only the groups on the OUT target move. */
+	for (uint64_t k = 0; k < 1000; k++) {
+		struct layout_group before[4], g;
+
+		for (uint32_t grp = 0; grp < 4; grp++)
+			assert_int_equal(layout_group_place(m, oid_n(k), &sx, grp, &before[grp]), 0);
+		assert_int_equal(layout_map_target_set(m, 100, 2, LAYOUT_OUT), 0);
+		for (uint32_t grp = 0; grp < 3; grp++) {
+			assert_int_equal(layout_group_place(m, oid_n(k), &sx, grp, &g), 0);
+			assert_int_not_equal(g.shard[0].tgt, 2);
+			if (before[grp].shard[0].tgt != 2)
+				assert_int_equal(g.shard[0].tgt, before[grp].shard[0].tgt);
+		}
+		assert_int_equal(layout_map_target_set(m, 100, 2, LAYOUT_UP), 0);
+	}
+	layout_map_free(m);
+	layout_map_free(two);
+}
+
 static void test_place_deterministic(void **state)
 {
 	struct layout_map *m = map_random(4), *d, *c;
@@ -1302,6 +1347,7 @@ int main(void)
 		cmocka_unit_test(test_place_golden),
 		cmocka_unit_test(test_place_args),
 		cmocka_unit_test(test_place_dkey_groups),
+		cmocka_unit_test(test_place_stripe_targets),
 		cmocka_unit_test(test_place_deterministic),
 		cmocka_unit_test(test_place_distinct),
 		cmocka_unit_test(test_place_enospc),
