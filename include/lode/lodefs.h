@@ -271,6 +271,60 @@ ssize_t lodefs_file_read(lodefs_file_t *f, void *buf, size_t len, uint64_t off);
 ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt, uint64_t off);
 
 /*
+ * Asynchronous reads and writes, for a server that keeps many in flight on
+ * one thread (lode-fuse's poll loop). The caller owns a struct lodefs_aio
+ * from lodefs_aio_read or lodefs_aio_write until lodefs_aio_reap returns
+ * it, and keeps buf and the file open that long.
+ */
+struct lodefs_aio {
+	void *user;  /* the caller's, untouched */
+	ssize_t rc;  /* once reaped: bytes read or written, or an error */
+	struct {     /* the library's */
+		lode_event_t ev;
+		lodefs_file_t *f;
+		size_t len;
+		uint64_t seq;
+		bool write, extend, kill;
+	} priv;
+};
+
+/*
+ * Start reading up to len bytes at off into buf, as lodefs_file_read does,
+ * on the calling thread's connection; completion is reported on eq (any
+ * lode_eq_create queue; lodefs_aio_reap takes it). Returns 0 when the read
+ * is in flight; 1 when it needed no I/O (at or past the end of the file:
+ * a->rc is 0, nothing to reap); or an error, with nothing in flight. Blocks
+ * only when the read reaches the size this instance has cached: it fetches
+ * the size first (another instance may have written further).
+ * Errors: those of lodefs_file_read, -EFAULT (NULL f, eq, a, or buf with
+ * len), -ENOMEM.
+ */
+int lodefs_aio_read(lodefs_file_t *f, void *buf, size_t len, uint64_t off, lode_eq_t *eq,
+		    struct lodefs_aio *a);
+
+/*
+ * Start writing len bytes of buf at off, as lodefs_file_write does (at the
+ * end of the file when it was opened O_APPEND), on the calling thread's
+ * connection; completion is reported on eq. Returns 0 when the write is in
+ * flight; 1 when there was nothing to write (len 0: a->rc is 0); or an
+ * error, with nothing in flight. A write that extends the file stores the
+ * new size when it is reaped, after its data (lodefs_file_write stores both
+ * at once), so reaping it waits for that round trip.
+ * Errors: those of lodefs_file_write, -EFAULT, -ENOMEM.
+ */
+int lodefs_aio_write(lodefs_file_t *f, const void *buf, size_t len, uint64_t off, lode_eq_t *eq,
+		     struct lodefs_aio *a);
+
+/*
+ * The reads and writes started on eq that have completed, at most max of
+ * them, into done[]; never waits for a server (it moves the connections
+ * along once), but a reaped write that extended its file stores the size
+ * first. Each one's rc is set. Use eq for lodefs_aio calls alone. Returns
+ * how many, or -EFAULT.
+ */
+int lodefs_aio_reap(lode_eq_t *eq, struct lodefs_aio **done, unsigned max);
+
+/*
  * Write len bytes at off (at the end of the file when opened O_APPEND; then
  * off is ignored) and return len. *end_out (may be NULL) gets the offset
  * just past the bytes written, which is what an O_APPEND writer's file

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -401,24 +402,19 @@ static int iov_io(struct fs_chan *ch, uint64_t ino, uint32_t chunk, const struct
 	return rc;
 }
 
-ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt, uint64_t off)
+/*
+ * A read's checks and its length: the bytes of [off, off + len) that lie
+ * inside the file, fetching the size again when the read reaches the one
+ * cached (another instance may have written further). *chunk gets the
+ * file's chunk size. Returns that length, 0 at or past the end, or an error.
+ */
+static ssize_t read_span(lodefs_file_t *f, struct fs_chan *ch, uint64_t off, size_t len,
+			 uint32_t *chunk)
 {
-	lode_event_t ev[FS_BATCH];
-	struct fs_inode *in;
-	struct fs_chan *ch;
-	struct timespec now;
-	lode_eq_t *eq;
+	struct fs_inode *in = f->in;
 	uint64_t size;
-	uint32_t chunk;
-	unsigned nev = 0;
-	size_t len;
 	int rc;
 
-	if (!f || (iovcnt && !iov))
-		return -EFAULT;
-	len = iov_total(iov, iovcnt, &rc);
-	if (rc < 0)
-		return rc;
 	if (!f->rd)
 		return -EBADF;
 	if (f->isdir)
@@ -429,38 +425,27 @@ ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt,
 		return 0;
 	if (len > IO_MAX)
 		len = IO_MAX;
-	in = f->in;
-	ch = fs_chan(f->fs);
 	/* One trip through the inode's lock: threads reading one file share it. */
 	pthread_mutex_lock(&in->mu);
 	size = in->a.size;
-	chunk = in->a.chunk;
+	*chunk = in->a.chunk;
 	pthread_mutex_unlock(&in->mu);
 	if (off + len > size) {
-		/* At the cached end: another instance may have written further. */
 		if ((rc = inode_sync(ch, in, true)) < 0)
 			return rc;
 		pthread_mutex_lock(&in->mu);
 		size = in->a.size;
-		chunk = in->a.chunk;
+		*chunk = in->a.chunk;
 		pthread_mutex_unlock(&in->mu);
 	}
-	len = off >= size ? 0 : (size - off < len ? size - off : len);
-	if (len) {
-		if (!(eq = fs_eq_get(ch)))
-			return -ENOMEM;
-		rc = iov_io(ch, in->ino, chunk, iov, iovcnt, off, len, false, eq, ev, &nev);
-		{
-			int r2 = fs_eq_wait(eq, nev, 0);
+	return (ssize_t)(off >= size ? 0 : (size - off < len ? size - off : len));
+}
 
-			if (rc == 0)
-				rc = r2;
-		}
-		fs_eq_put(ch, eq);
-		if (rc < 0)
-			return rc;
-	}
-	/* relatime */
+/* After a read: relatime, and times old enough to store are stored. */
+static int read_done(struct fs_chan *ch, struct fs_inode *in)
+{
+	struct timespec now;
+
 	fs_now(&now);
 	pthread_mutex_lock(&in->mu);
 	if (ts_le(&in->a.atime, &in->a.mtime) || ts_le(&in->a.atime, &in->a.ctime) ||
@@ -473,18 +458,64 @@ ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt,
 	/* A racy look first: the lock only when something may be old enough to store. */
 	if (__atomic_load_n(&in->mtime_dirty, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&in->atime_dirty, __ATOMIC_RELAXED))
-		if ((rc = times_age_check(ch, in, &now)) < 0)
-			return rc;
-	return (ssize_t)len;
+		return times_age_check(ch, in, &now);
+	return 0;
 }
 
-ssize_t lodefs_file_read(lodefs_file_t *f, void *buf, size_t len, uint64_t off)
+ssize_t lodefs_file_readv(lodefs_file_t *f, const struct iovec *iov, int iovcnt, uint64_t off)
 {
-	struct iovec v = {buf, len};
+	lode_event_t ev[FS_BATCH];
+	struct fs_chan *ch;
+	lode_eq_t *eq;
+	uint32_t chunk = 0;
+	unsigned nev = 0;
+	ssize_t len;
+	int rc, r2;
 
-	if (len && !buf)
+	if (!f || (iovcnt && !iov))
 		return -EFAULT;
-	return lodefs_file_readv(f, &v, 1, off);
+	len = (ssize_t)iov_total(iov, iovcnt, &rc);
+	if (rc < 0)
+		return rc;
+	ch = fs_chan(f->fs);
+	if ((len = read_span(f, ch, off, (size_t)len, &chunk)) <= 0)
+		return len;
+	if (!(eq = fs_eq_get(ch)))
+		return -ENOMEM;
+	rc = iov_io(ch, f->in->ino, chunk, iov, iovcnt, off, (size_t)len, false, eq, ev, &nev);
+	r2 = fs_eq_wait(eq, nev, 0);
+	fs_eq_put(ch, eq);
+	if (rc == 0)
+		rc = r2;
+	if (rc == 0)
+		rc = read_done(ch, f->in);
+	return rc < 0 ? rc : len;
+}
+
+int lodefs_aio_read(lodefs_file_t *f, void *buf, size_t len, uint64_t off, lode_eq_t *eq,
+		    struct lodefs_aio *a)
+{
+	struct fs_chan *ch;
+	uint32_t chunk = 0;
+	ssize_t n;
+	int rc;
+
+	if (!f || !eq || !a || (len && !buf))
+		return -EFAULT;
+	ch = fs_chan(f->fs);
+	if ((n = read_span(f, ch, off, len, &chunk)) <= 0) {
+		if (n < 0)
+			return (int)n;
+		a->rc = 0;
+		return 1; /* nothing to read: done already */
+	}
+	memset(&a->priv, 0, sizeof(a->priv));
+	a->priv.f = f;
+	a->priv.len = (size_t)n;
+	if ((rc = lode_event_init(&a->priv.ev, eq)) < 0)
+		return rc;
+	return lode_array_read(ch->cont, fs_oid(f->in->ino), chunk, LODE_EPOCH_MAX, off, buf,
+			       (size_t)n, &a->priv.ev);
 }
 
 /* ---- write ----------------------------------------------------------------------- */
@@ -513,18 +544,81 @@ static int size_commit(struct fs_chan *ch, struct fs_inode *in, uint64_t my)
 	return rc;
 }
 
+/* A write's plan, made under the inode's lock before its data goes out. */
+struct write_plan {
+	uint64_t off, end; /* where it lands (an appender's offset is the file's end) */
+	size_t len;
+	uint64_t my;       /* an extending write's size sequence number */
+	uint32_t chunk;
+	bool extend, kill; /* it grows the file; it clears setuid/setgid */
+	struct timespec now;
+};
+
+/*
+ * Plan a write of len bytes at off: the times, the size it wants, setuid
+ * clearing. Returns 0 (w is set), 1 when nothing is to be written (w->end
+ * says where the writer stands), or an error.
+ */
+static int write_begin(lodefs_file_t *f, uint64_t off, size_t len, struct write_plan *w)
+{
+	struct fs_inode *in = f->in;
+
+	if (!f->wr)
+		return -EBADF;
+	if (len > IO_MAX)
+		len = IO_MAX;
+	memset(w, 0, sizeof(*w));
+	fs_now(&w->now);
+	pthread_mutex_lock(&in->mu);
+	if (f->append)
+		off = in->a.size > in->want_size ? in->a.size : in->want_size;
+	if (len == 0 || off >= FS_SIZE_MAX) {
+		pthread_mutex_unlock(&in->mu);
+		w->end = off;
+		return len && off >= FS_SIZE_MAX ? -EFBIG : 1;
+	}
+	if (len > FS_SIZE_MAX - off)
+		len = (size_t)(FS_SIZE_MAX - off);
+	w->off = off;
+	w->len = len;
+	w->end = off + len;
+	w->extend = w->end > in->a.size;
+	if (w->extend) {
+		w->my = ++in->seq;
+		if (w->end > in->want_size)
+			in->want_size = w->end;
+	}
+	dirty_mark(in, &w->now);
+	in->a.mtime = in->a.ctime = w->now;
+	in->mtime_dirty = true;
+	if (f->uid != 0 && ((in->a.mode & S_ISUID) ||
+			    (in->a.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))) {
+		in->kill_suid = true;
+		w->kill = true;
+	}
+	w->chunk = in->a.chunk;
+	pthread_mutex_unlock(&in->mu);
+	return 0;
+}
+
+/* What a write stores besides its data: the size it extends to, cleared setuid bits, times. */
+static int write_end(struct fs_chan *ch, struct fs_inode *in, const struct write_plan *w)
+{
+	if (w->extend)
+		return size_commit(ch, in, w->my);
+	if (w->kill)
+		return inode_sync(ch, in, false);
+	return times_age_check(ch, in, &w->now);
+}
+
 ssize_t lodefs_file_writev(lodefs_file_t *f, const struct iovec *iov, int iovcnt, uint64_t off,
 			   uint64_t *end_out)
 {
 	lode_event_t ev[FS_BATCH];
-	struct fs_inode *in;
+	struct write_plan w;
 	struct fs_chan *ch;
-	struct timespec now;
 	lode_eq_t *eq;
-	uint64_t end, my = 0;
-	uint32_t chunk;
 	unsigned nev = 0;
-	bool extend, kill = false;
 	size_t len;
 	int rc, r2;
 
@@ -533,54 +627,18 @@ ssize_t lodefs_file_writev(lodefs_file_t *f, const struct iovec *iov, int iovcnt
 	len = iov_total(iov, iovcnt, &rc);
 	if (rc < 0)
 		return rc;
-	if (!f->wr)
-		return -EBADF;
-	if (len > IO_MAX)
-		len = IO_MAX;
-	in = f->in;
+	if ((rc = write_begin(f, off, len, &w)) != 0) {
+		if (rc == 1 && end_out)
+			*end_out = w.end;
+		return rc == 1 ? 0 : rc;
+	}
 	ch = fs_chan(f->fs);
-	fs_now(&now);
-	pthread_mutex_lock(&in->mu);
-	if (f->append)
-		off = in->a.size > in->want_size ? in->a.size : in->want_size;
-	if (len == 0 || off >= FS_SIZE_MAX) {
-		pthread_mutex_unlock(&in->mu);
-		if (len && off >= FS_SIZE_MAX)
-			return -EFBIG;
-		if (end_out)
-			*end_out = off;
-		return 0;
-	}
-	if (len > FS_SIZE_MAX - off)
-		len = (size_t)(FS_SIZE_MAX - off);
-	end = off + len;
-	extend = end > in->a.size;
-	if (extend) {
-		my = ++in->seq;
-		if (end > in->want_size)
-			in->want_size = end;
-	}
-	dirty_mark(in, &now);
-	in->a.mtime = in->a.ctime = now;
-	in->mtime_dirty = true;
-	if (f->uid != 0 && ((in->a.mode & S_ISUID) ||
-			    (in->a.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))) {
-		in->kill_suid = true;
-		kill = true;
-	}
-	chunk = in->a.chunk;
-	pthread_mutex_unlock(&in->mu);
-
 	if (!(eq = fs_eq_get(ch)))
 		return -ENOMEM;
 	/* The data and the size go out together; the call returns when both are durable. */
-	rc = iov_io(ch, in->ino, chunk, iov, iovcnt, off, len, true, eq, ev, &nev);
-	if (rc == 0 && extend)
-		rc = size_commit(ch, in, my);
-	else if (rc == 0 && kill)
-		rc = inode_sync(ch, in, false);
-	else if (rc == 0)
-		rc = times_age_check(ch, in, &now);
+	rc = iov_io(ch, f->in->ino, w.chunk, iov, iovcnt, w.off, w.len, true, eq, ev, &nev);
+	if (rc == 0)
+		rc = write_end(ch, f->in, &w);
 	r2 = fs_eq_wait(eq, nev, 0);
 	fs_eq_put(ch, eq);
 	if (rc == 0)
@@ -588,8 +646,91 @@ ssize_t lodefs_file_writev(lodefs_file_t *f, const struct iovec *iov, int iovcnt
 	if (rc < 0)
 		return rc;
 	if (end_out)
-		*end_out = end;
-	return (ssize_t)len;
+		*end_out = w.end;
+	return (ssize_t)w.len;
+}
+
+int lodefs_aio_write(lodefs_file_t *f, const void *buf, size_t len, uint64_t off, lode_eq_t *eq,
+		     struct lodefs_aio *a)
+{
+	struct write_plan w;
+	struct fs_chan *ch;
+	int rc;
+
+	if (!f || !eq || !a || (len && !buf))
+		return -EFAULT;
+	if ((rc = write_begin(f, off, len, &w)) != 0) {
+		if (rc == 1)
+			a->rc = 0;
+		return rc;
+	}
+	memset(&a->priv, 0, sizeof(a->priv));
+	a->priv.f = f;
+	a->priv.len = w.len;
+	a->priv.write = true;
+	a->priv.extend = w.extend;
+	a->priv.kill = w.kill;
+	a->priv.seq = w.my;
+	ch = fs_chan(f->fs);
+	if ((rc = lode_event_init(&a->priv.ev, eq)) < 0)
+		return rc;
+	return lode_array_write(ch->cont, fs_oid(f->in->ino), w.chunk, w.off, buf, w.len,
+				&a->priv.ev);
+}
+
+/* The aio whose event ev is. */
+static struct lodefs_aio *aio_of(lode_event_t *ev)
+{
+	return (struct lodefs_aio *)((char *)ev - offsetof(struct lodefs_aio, priv.ev));
+}
+
+int lodefs_aio_reap(lode_eq_t *eq, struct lodefs_aio **done, unsigned max)
+{
+	lode_event_t *evs[64];
+	unsigned got = 0;
+
+	if (!eq || (max && !done))
+		return -EFAULT;
+	while (got < max) {
+		unsigned want = max - got < 64 ? max - got : 64;
+		int n = lode_eq_poll(eq, 0, want, 0, evs);
+
+		if (n < 0)
+			return got ? (int)got : n;
+		for (int i = 0; i < n; i++) {
+			struct lodefs_aio *a = aio_of(evs[i]);
+			lodefs_file_t *f = a->priv.f;
+			int rc = evs[i]->rc;
+
+			if (a->priv.write) {
+				struct write_plan w = {.extend = a->priv.extend,
+						       .kill = a->priv.kill,
+						       .my = a->priv.seq};
+				int r2;
+
+				/* The size is stored after the data here, not beside it. */
+				fs_now(&w.now);
+				r2 = write_end(fs_chan(f->fs), f->in, &w);
+				rc = rc < 0 ? rc : r2;
+			} else if (rc == 0) {
+				rc = read_done(fs_chan(f->fs), f->in);
+			}
+			a->rc = rc < 0 ? rc : (ssize_t)a->priv.len;
+			done[got++] = a;
+		}
+		if ((unsigned)n < want)
+			break;
+	}
+	return (int)got;
+}
+
+ssize_t lodefs_file_read(lodefs_file_t *f, void *buf, size_t len, uint64_t off)
+{
+	struct iovec v = {buf, len};
+
+	if (len && !buf)
+		return -EFAULT;
+	return lodefs_file_readv(f, &v, 1, off);
 }
 
 ssize_t lodefs_file_write(lodefs_file_t *f, const void *buf, size_t len, uint64_t off,

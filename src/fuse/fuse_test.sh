@@ -110,7 +110,7 @@ F() { "$lfuse" --addr "$addr" --transport tcp "$@"; }
 # ---- the command line ----
 expect 0 help "$lfuse" --help
 for o in --addr --transport --timeout -f --pidfile attr_timeout=S entry_timeout=S \
-	negative_timeout=S cache=auto writeback max_idle_threads=N allow_other; do
+	negative_timeout=S cache=auto writeback pollers=N max_idle_threads=N allow_other; do
 	grep -q -- "$o" "$dir/out" || bad "help does not mention $o"
 done
 expect 0 version "$lfuse" --version
@@ -131,6 +131,9 @@ expect 2 bad-cache "$lfuse" -o cache=sometimes c1 "$mnt"
 said bad-cache "cache needs none, auto or always"
 expect 2 bad-attr-timeout "$lfuse" -o attr_timeout=-1 c1 "$mnt"
 expect 2 bad-threads "$lfuse" -o max_idle_threads=0 c1 "$mnt"
+expect 2 bad-pollers "$lfuse" -o pollers=65 c1 "$mnt"
+said bad-pollers "pollers needs a count, 0 to 64"
+expect 2 bad-pollers-word "$lfuse" -o pollers=some c1 "$mnt"
 expect 2 subtype "$lfuse" -o subtype=other c1 "$mnt"
 # an option neither lode-fuse nor libfuse knows, found before any connection
 expect 2 bad-kernel-opt "$lfuse" --addr 127.0.0.1:1 -o frobnicate c1 "$mnt"
@@ -245,7 +248,8 @@ not_mounted || bad "still mounted after SIGTERM: $(mounted)"
 [ -e "$dir/fuse.pid" ] && bad "the pidfile outlived the daemon"
 
 # ---- in the foreground: the data is still there; SIGTERM exits 0 ----
-"$lfuse" --addr "$addr" --transport tcp -f c1 "$mnt" >"$dir/fg.log" 2>&1 &
+# (served by libfuse's thread pool this time: -o pollers=0)
+"$lfuse" --addr "$addr" --transport tcp -f -o pollers=0 c1 "$mnt" >"$dir/fg.log" 2>&1 &
 fpid=$!
 wait_for 20 is_mounted || bad "the foreground mount did not appear"
 [ "$(cat "$mnt/hello" 2>&1)" = "hello
@@ -261,7 +265,7 @@ not_mounted || bad "still mounted after SIGTERM in the foreground"
 # ---- the server dies: I/O fails with an error, the daemon lives ----
 # requests to a dead server must fail within seconds, not the default 10
 expect 0 mount-2 env LODE_TIMEOUT_MS=3000 "$lfuse" --addr "$addr" --transport tcp \
-	--pidfile "$dir/fuse.pid" --log "$dir/fuse.log" c1 "$mnt"
+	-o pollers=4 --pidfile "$dir/fuse.pid" --log "$dir/fuse.log" c1 "$mnt"
 daemon=$(cat "$dir/fuse.pid" 2>/dev/null)
 [ "$(cat "$mnt/hello" 2>&1)" = "hello
  world" ] || bad "hello on the second mount"

@@ -92,6 +92,35 @@ void lfuse_cred_groups(struct lfuse_cred *cr);
 bool lfuse_cred_retry(struct lfuse_cred *cr, int rc);
 void lfuse_cred_done(struct lfuse_cred *cr);
 
+/* ---- poll.c: the poll loop --------------------------------------------- */
+
+/*
+ * Serve the session on npollers threads (the calling thread is the first)
+ * until it ends: unmounted, or a signal on the calling thread. Requests
+ * other than reads go to worker threads, at most max_workers, max_idle of
+ * them kept idle. Returns 0, or a negative errno when /dev/fuse could not
+ * be read or set up.
+ */
+int lfuse_poll_serve(struct lfuse *lf, unsigned npollers, unsigned max_workers,
+		     unsigned max_idle);
+
+/* The calling poller's queue of reads in flight; NULL off a poller. */
+lode_eq_t *lfuse_poller_eq(void);
+
+/* A read or write was started on the calling poller's queue. */
+void lfuse_poller_started(void);
+
+/*
+ * Keep the buffer the calling poller's current request lies in (a write's
+ * data) past the handler: the poller reads its next request into another.
+ * NULL when out of memory. lfuse_poller_release gives it back.
+ */
+void *lfuse_poller_hold(void);
+void lfuse_poller_release(void *hold);
+
+/* Reply to a read or write that completed (ops.c); frees what its handler allocated. */
+void lfuse_aio_done(struct lodefs_aio *a);
+
 /* ---- inval.c: invalidations sent outside the request handlers ----------- */
 
 /*

@@ -11,7 +11,7 @@
  * does not survive one. The child then checks the mountpoint, makes the
  * FUSE session, mounts the container with liblodefs, mounts the session,
  * reports success, detaches from the terminal and serves requests
- * (ops.c, dir.c) on libfuse's thread pool until it is unmounted or gets
+ * (ops.c, dir.c) with its poll loop (poll.c) until it is unmounted or gets
  * SIGTERM, SIGINT or SIGHUP; then it unmounts and exits 0.
  *
  * Messages: a failure before the mount prints one line, "lode-fuse: WHAT:
@@ -46,6 +46,8 @@
 #define EXIT_USAGE 2
 #define MAX_THREADS_DEFAULT 64
 #define MAX_IDLE_THREADS_DEFAULT 16
+#define POLLERS_DEFAULT 1
+#define POLLERS_MAX 64
 #define READAHEAD_DEFAULT 1024 /* KiB: one chunk */
 
 struct options {
@@ -64,6 +66,7 @@ struct options {
 	bool clone_fd;
 	bool default_permissions;
 	unsigned max_threads, max_idle_threads;
+	unsigned pollers;           /* -o pollers=; 0: libfuse's thread pool */
 	unsigned readahead_kib;     /* -o readahead=; 0: the kernel's */
 	char *kernel_opts;          /* -o options for libfuse and the kernel, comma-separated */
 };
@@ -190,6 +193,10 @@ static void usage(FILE *out)
 		"  writeback            the kernel gathers writes in its cache (default: off)\n"
 		"  readahead=KIB        how far the kernel reads ahead of a sequential reader\n"
 		"                       (default: %d; 0: the kernel's own, 128)\n"
+		"  pollers=N            threads that take requests without blocking and keep\n"
+		"                       many reads in flight each, handing the rest to request\n"
+		"                       threads (default: %d); 0: every request on a request\n"
+		"                       thread (libfuse's thread pool)\n"
 		"  max_threads=N        most request threads (default: %d)\n"
 		"  max_idle_threads=N   idle request threads kept (default: %d)\n"
 		"  noclone_fd           all threads read one /dev/fuse descriptor\n"
@@ -203,7 +210,7 @@ static void usage(FILE *out)
 		"\n"
 		"Exit status: 0 mounted (or, for the daemon, cleanly unmounted), 1 the mount\n"
 		"failed, 2 bad arguments.\n",
-		READAHEAD_DEFAULT, MAX_THREADS_DEFAULT, MAX_IDLE_THREADS_DEFAULT);
+		READAHEAD_DEFAULT, POLLERS_DEFAULT, MAX_THREADS_DEFAULT, MAX_IDLE_THREADS_DEFAULT);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -299,6 +306,9 @@ static int parse_mount_opt(struct options *o, const char *opt)
 	} else if (KEY("max_threads")) {
 		if (!parse_uint(val, 1, 100000, &o->max_threads))
 			return usage_error("-o max_threads needs a count, 1 or more");
+	} else if (KEY("pollers")) {
+		if (!parse_uint(val, 0, POLLERS_MAX, &o->pollers))
+			return usage_error("-o pollers needs a count, 0 to %d", POLLERS_MAX);
 	} else if (KEY("max_idle_threads")) {
 		if (!parse_uint(val, 1, 100000, &o->max_idle_threads))
 			return usage_error("-o max_idle_threads needs a count, 1 or more");
@@ -648,13 +658,16 @@ static void session_init(struct fuse_session *se, const char *path, unsigned kib
 }
 
 /* Serve requests until unmounted or signalled; libfuse's status. */
-static int serve(const struct options *o, struct fuse_session *se)
+static int serve(const struct options *o, struct lfuse *lf)
 {
+	struct fuse_session *se = lf->se;
 	struct fuse_loop_config *cfg;
 	int rc;
 
 	if (o->single)
 		return fuse_session_loop(se);
+	if (o->pollers)
+		return lfuse_poll_serve(lf, o->pollers, o->max_threads, o->max_idle_threads);
 	if (!(cfg = fuse_loop_cfg_create()))
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(cfg, o->clone_fd);
@@ -676,6 +689,7 @@ int main(int argc, char **argv)
 		.default_permissions = true,
 		.max_threads = MAX_THREADS_DEFAULT,
 		.max_idle_threads = MAX_IDLE_THREADS_DEFAULT,
+		.pollers = POLLERS_DEFAULT,
 		.readahead_kib = READAHEAD_DEFAULT,
 	};
 	struct lodefs_opts fo = {0};
@@ -755,7 +769,7 @@ int main(int argc, char **argv)
 	}
 	daemon_ready(&ready, 0);
 	session_init(lf.se, abs, o.readahead_kib);
-	rc = serve(&o, lf.se);
+	rc = serve(&o, &lf);
 	if (rc < 0)
 		fprintf(stderr, "lode-fuse: serving %s: %s\n", abs, strerror(-rc));
 	else if (rc > 0)

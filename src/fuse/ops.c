@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/fs.h>
+#include <linux/fuse.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -57,6 +58,31 @@ int lfuse_errno(int rc)
 static void reply_rc(fuse_req_t req, int rc)
 {
 	fuse_reply_err(req, rc < 0 ? lfuse_errno(rc) : 0);
+}
+
+/*
+ * fuse_reply_open with FOPEN_PARALLEL_DIRECT_WRITES added, for which
+ * libfuse 3.14's fuse_file_info has no field (the reply is the same
+ * struct fuse_open_out it sends). The kernel then lets O_DIRECT writes
+ * inside a file run side by side instead of one at a time; writes that
+ * extend the file or append still take the inode's lock alone. liblodefs
+ * keeps concurrent writers to one file apart.
+ */
+static int reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	struct fuse_open_out o = {.fh = fi->fh, .open_flags = FOPEN_PARALLEL_DIRECT_WRITES};
+
+	if (fi->direct_io)
+		o.open_flags |= FOPEN_DIRECT_IO;
+	if (fi->keep_cache)
+		o.open_flags |= FOPEN_KEEP_CACHE;
+	if (fi->nonseekable)
+		o.open_flags |= FOPEN_NONSEEKABLE;
+	if (fi->cache_readdir)
+		o.open_flags |= FOPEN_CACHE_DIR;
+	if (fi->noflush)
+		o.open_flags |= FOPEN_NOFLUSH;
+	return fuse_reply_buf(req, (const char *)&o, sizeof(o));
 }
 
 /* ---- credentials ---------------------------------------------------------- */
@@ -466,7 +492,7 @@ static void lf_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = (uintptr_t)f;
 	open_cache(lf, fi);
-	if (fuse_reply_open(req, fi) != 0)
+	if (reply_open(req, fi) != 0)
 		lodefs_file_close(f); /* the opener was interrupted and is gone */
 }
 
@@ -501,30 +527,94 @@ static void lf_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		lodefs_file_close(f);
 }
 
+/*
+ * A read or write started by a poller (poll.c): its request, and the
+ * buffer: a read's own, after this struct; a write's data stays in the
+ * request's buffer, which the poller lends it (hold) until the reply.
+ */
+struct lf_aio {
+	struct lodefs_aio aio;
+	fuse_req_t req;
+	void *hold;
+	char buf[];
+};
+
+void lfuse_aio_done(struct lodefs_aio *a)
+{
+	struct lf_aio *r = a->user;
+
+	if (a->rc < 0)
+		reply_rc(r->req, (int)a->rc);
+	else if (r->hold)
+		fuse_reply_write(r->req, (size_t)a->rc);
+	else
+		fuse_reply_buf(r->req, r->buf, (size_t)a->rc);
+	if (r->hold)
+		lfuse_poller_release(r->hold);
+	free(r);
+}
+
+/*
+ * On a poller the read is started and answered when it completes, so the
+ * poller goes on taking requests meanwhile; on a request thread (or -s) it
+ * is answered here.
+ */
 static void lf_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	char *buf;
-	ssize_t n;
+	lode_eq_t *eq = lfuse_poller_eq();
+	struct lf_aio *r;
+	int rc;
 
 	if (size > LFUSE_IO_MAX)
 		size = LFUSE_IO_MAX;
-	if (!(buf = malloc(size ? size : 1))) {
+	if (!(r = malloc(sizeof(*r) + (size ? size : 1)))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = lodefs_file_read(file_of(fi), buf, size, (uint64_t)off);
-	if (n < 0)
-		reply_rc(req, (int)n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+	r->req = req;
+	r->hold = NULL;
+	r->aio.user = r;
+	if (eq) {
+		if ((rc = lodefs_aio_read(file_of(fi), r->buf, size, (uint64_t)off, eq, &r->aio)) == 0) {
+			lfuse_poller_started();
+			return;
+		}
+		if (rc < 0)
+			r->aio.rc = rc;
+	} else {
+		r->aio.rc = lodefs_file_read(file_of(fi), r->buf, size, (uint64_t)off);
+	}
+	lfuse_aio_done(&r->aio);
 }
 
+/* On a poller, started and answered when it completes, as lf_read. */
 static void lf_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	ssize_t n = lodefs_file_write(file_of(fi), buf, size, (uint64_t)off, NULL);
+	lode_eq_t *eq = lfuse_poller_eq();
+	struct lf_aio *r;
+	ssize_t n;
+	int rc;
+
+	if (eq && (r = malloc(sizeof(*r)))) {
+		if (!(r->hold = lfuse_poller_hold())) {
+			free(r);
+		} else {
+			r->req = req;
+			r->aio.user = r;
+			rc = lodefs_aio_write(file_of(fi), buf, size, (uint64_t)off, eq, &r->aio);
+			if (rc == 0) {
+				lfuse_poller_started();
+				return;
+			}
+			if (rc < 0)
+				r->aio.rc = rc;
+			lfuse_aio_done(&r->aio);
+			return;
+		}
+	}
+	n = lodefs_file_write(file_of(fi), buf, size, (uint64_t)off, NULL);
 
 	if (n < 0)
 		reply_rc(req, (int)n);

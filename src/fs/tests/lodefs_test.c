@@ -333,6 +333,186 @@ static void test_create_write_read(void **state)
 	assert_int_equal(lodefs_create(fs, NULL, 12345, "x", O_RDWR, 0644, NULL, &g), -ENOENT);
 }
 
+/*
+ * Asynchronous reads (lodefs_aio_read / lodefs_aio_reap): 64 reads of 4 KiB
+ * and a few across chunk boundaries in flight at once on one queue, each
+ * reaped once with its bytes; a read past the end needs no I/O (1), one
+ * that reaches the end is short; refusals leave nothing in flight.
+ */
+static void test_aio_read(void **state)
+{
+	enum { N = 64, BIG = 3 * MIB + 100 };
+	lodefs_t *fs = FS(state);
+	lodefs_file_t *f, *w;
+	struct lodefs_aio a[N + 2], *done[N + 2], one;
+	uint8_t *data = malloc(BIG), *bufs = malloc((size_t)N * 4 * KIB), *big = malloc(2 * MIB);
+	unsigned seen[N + 2] = {0}, got = 0;
+	lode_eq_t *eq;
+	uint8_t c;
+
+	assert_non_null(data);
+	assert_non_null(bufs);
+	assert_non_null(big);
+	fill(data, BIG, 77);
+	assert_int_equal(lode_eq_create(&eq), 0);
+	assert_int_equal(lodefs_create(fs, NULL, ROOT, "aio", O_RDWR, 0644, NULL, &f), 0);
+	assert_int_equal(lodefs_file_write(f, data, BIG, 0, NULL), BIG);
+
+	for (unsigned i = 0; i < N; i++) {
+		a[i].user = &seen[i];
+		assert_int_equal(lodefs_aio_read(f, bufs + (size_t)i * 4 * KIB, 4 * KIB,
+						 (uint64_t)i * 37 * KIB, eq, &a[i]),
+				 0);
+	}
+	/* 2 MiB across a chunk boundary, and the last 100 bytes with a short read. */
+	a[N].user = &seen[N];
+	assert_int_equal(lodefs_aio_read(f, big, 2 * MIB, MIB / 2, eq, &a[N]), 0);
+	a[N + 1].user = &seen[N + 1];
+	assert_int_equal(lodefs_aio_read(f, &c, 1, 0, eq, &a[N + 1]), 0);
+	while (got < N + 2) {
+		int n = lodefs_aio_reap(eq, done, N + 2);
+
+		assert_true(n >= 0);
+		for (int k = 0; k < n; k++) {
+			unsigned i = (unsigned)(done[k] - a);
+
+			assert_true(i < N + 2);
+			assert_ptr_equal(done[k]->user, &seen[i]);
+			seen[i]++;
+		}
+		got += (unsigned)n;
+	}
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(seen[i], 1);
+		assert_int_equal(a[i].rc, 4 * KIB);
+		assert_memory_equal(bufs + (size_t)i * 4 * KIB, data + (size_t)i * 37 * KIB, 4 * KIB);
+	}
+	assert_int_equal(a[N].rc, 2 * MIB);
+	assert_memory_equal(big, data + MIB / 2, 2 * MIB);
+	assert_int_equal(a[N + 1].rc, 1);
+	assert_int_equal(c, data[0]);
+	assert_int_equal(lodefs_aio_reap(eq, done, N), 0);
+
+	/* At the end: short; past it: no I/O. */
+	assert_int_equal(lodefs_aio_read(f, big, MIB, BIG - 100, eq, &one), 0);
+	while (lodefs_aio_reap(eq, done, 1) == 0)
+		;
+	assert_ptr_equal(done[0], &one);
+	assert_int_equal(one.rc, 100);
+	assert_memory_equal(big, data + BIG - 100, 100);
+	one.rc = -1;
+	assert_int_equal(lodefs_aio_read(f, big, 10, BIG, eq, &one), 1);
+	assert_int_equal(one.rc, 0);
+	assert_int_equal(lodefs_aio_read(f, big, 0, 0, eq, &one), 1);
+
+	/* Refusals: nothing goes in flight. */
+	assert_int_equal(lodefs_open(fs, NULL, lodefs_file_ino(f), O_WRONLY, &w), 0);
+	assert_int_equal(lodefs_aio_read(w, big, 10, 0, eq, &one), -EBADF);
+	assert_int_equal(lodefs_aio_read(NULL, big, 10, 0, eq, &one), -EFAULT);
+	assert_int_equal(lodefs_aio_read(f, NULL, 10, 0, eq, &one), -EFAULT);
+	assert_int_equal(lodefs_aio_read(f, big, 10, 0, NULL, &one), -EFAULT);
+	assert_int_equal(lodefs_aio_reap(NULL, done, 1), -EFAULT);
+	assert_int_equal(lode_eq_inflight(eq), 0);
+	assert_int_equal(lodefs_file_close(w), 0);
+	assert_int_equal(lodefs_file_close(f), 0);
+	assert_int_equal(lode_eq_destroy(eq), 0);
+	free(data);
+	free(bufs);
+	free(big);
+}
+
+/* Reap until a is back; every other aio reaped meanwhile is a failure. */
+static void aio_wait(lode_eq_t *eq, struct lodefs_aio *a)
+{
+	struct lodefs_aio *done[1];
+	int n;
+
+	while ((n = lodefs_aio_reap(eq, done, 1)) == 0)
+		;
+	assert_int_equal(n, 1);
+	assert_ptr_equal(done[0], a);
+}
+
+/*
+ * Asynchronous writes (lodefs_aio_write): 32 writes of 4 KiB in flight
+ * inside a file, then writes that extend it (the size is stored when they
+ * are reaped: another instance sees it), an appender's write landing at the
+ * end, an empty write needing no I/O, and refusals.
+ */
+static void test_aio_write(void **state)
+{
+	enum { N = 32, SZ = 256 * KIB };
+	lodefs_t *fs = FS(state), *fs2;
+	lodefs_file_t *f, *r, *ap;
+	struct lodefs_aio a[N], *done[N], one;
+	uint8_t *data = malloc(SZ + 8 * KIB), *got = malloc(SZ + 8 * KIB);
+	unsigned reaped = 0;
+	lode_eq_t *eq;
+	struct stat st;
+
+	assert_non_null(data);
+	assert_non_null(got);
+	fill(data, SZ + 8 * KIB, 5);
+	assert_int_equal(lode_eq_create(&eq), 0);
+	assert_int_equal(lodefs_create(fs, NULL, ROOT, "aw", O_RDWR, 0644, NULL, &f), 0);
+	assert_int_equal(lodefs_file_truncate(f, SZ), 0);
+	for (unsigned i = 0; i < N; i++)
+		assert_int_equal(lodefs_aio_write(f, data + (size_t)i * 8 * KIB, 4 * KIB,
+						  (uint64_t)i * 8 * KIB, eq, &a[i]),
+				 0);
+	while (reaped < N) {
+		int n = lodefs_aio_reap(eq, done, N);
+
+		assert_true(n >= 0);
+		for (int k = 0; k < n; k++)
+			assert_int_equal(done[k]->rc, 4 * KIB);
+		reaped += (unsigned)n;
+	}
+	assert_int_equal(lodefs_file_read(f, got, SZ, 0), SZ);
+	for (unsigned i = 0; i < N; i++) {
+		assert_memory_equal(got + (size_t)i * 8 * KIB, data + (size_t)i * 8 * KIB, 4 * KIB);
+		assert_true(all_zero(got + (size_t)i * 8 * KIB + 4 * KIB, 4 * KIB));
+	}
+
+	/* Extending: the new size is durable once reaped. */
+	assert_int_equal(lodefs_aio_write(f, data, 8 * KIB, SZ, eq, &one), 0);
+	aio_wait(eq, &one);
+	assert_int_equal(one.rc, 8 * KIB);
+	fs2 = mount_new(T(state)->label, 0);
+	assert_int_equal(lodefs_open(fs2, NULL, lodefs_file_ino(f), O_RDONLY, &r), 0);
+	assert_int_equal(lodefs_file_stat(r, &st), 0);
+	assert_int_equal(st.st_size, SZ + 8 * KIB);
+	assert_int_equal(lodefs_file_read(r, got, 8 * KIB, SZ), 8 * KIB);
+	assert_memory_equal(got, data, 8 * KIB);
+	assert_int_equal(lodefs_file_close(r), 0);
+	assert_int_equal(lodefs_umount(fs2), 0);
+
+	/* An appender's offset is ignored: its write lands at the end. */
+	assert_int_equal(lodefs_open(fs, NULL, lodefs_file_ino(f), O_WRONLY | O_APPEND, &ap), 0);
+	assert_int_equal(lodefs_aio_write(ap, "tail", 4, 0, eq, &one), 0);
+	aio_wait(eq, &one);
+	assert_int_equal(one.rc, 4);
+	assert_int_equal(lodefs_file_read(f, got, 10, SZ + 8 * KIB), 4);
+	assert_memory_equal(got, "tail", 4);
+
+	/* Nothing to write; refusals leave nothing in flight. */
+	one.rc = -1;
+	assert_int_equal(lodefs_aio_write(f, data, 0, 0, eq, &one), 1);
+	assert_int_equal(one.rc, 0);
+	assert_int_equal(lodefs_open(fs, NULL, lodefs_file_ino(f), O_RDONLY, &r), 0);
+	assert_int_equal(lodefs_aio_write(r, data, 1, 0, eq, &one), -EBADF);
+	assert_int_equal(lodefs_aio_write(f, data, 1, 1ull << 63, eq, &one), -EFBIG);
+	assert_int_equal(lodefs_aio_write(f, NULL, 1, 0, eq, &one), -EFAULT);
+	assert_int_equal(lodefs_aio_write(f, data, 1, 0, NULL, &one), -EFAULT);
+	assert_int_equal(lode_eq_inflight(eq), 0);
+	assert_int_equal(lodefs_file_close(r), 0);
+	assert_int_equal(lodefs_file_close(ap), 0);
+	assert_int_equal(lodefs_file_close(f), 0);
+	assert_int_equal(lode_eq_destroy(eq), 0);
+	free(data);
+	free(got);
+}
+
 static void test_open_types(void **state)
 {
 	lodefs_t *fs = FS(state);
@@ -1380,6 +1560,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mount_root, fs_setup, fs_teardown),
 		cmocka_unit_test_setup_teardown(test_mount_damaged, fs_setup, fs_teardown),
 		cmocka_unit_test_setup_teardown(test_create_write_read, fs_setup, fs_teardown),
+		cmocka_unit_test_setup_teardown(test_aio_read, fs_setup, fs_teardown),
+		cmocka_unit_test_setup_teardown(test_aio_write, fs_setup, fs_teardown),
 		cmocka_unit_test_setup_teardown(test_open_types, fs_setup, fs_teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_readdir, fs_setup, fs_teardown),
 		cmocka_unit_test_setup_teardown(test_readdir_many, fs_setup, fs_teardown),
