@@ -22,12 +22,15 @@
 #   SIZE_MB    MiB of file per case (fio's jobs share one file; lode bench
 #              gives each job SIZE_MB / numjobs) [256]
 #   MDFILES    files per metadata run [20000]
+#   CASES      an extended regex: only the data-path cases whose names match
+#              (e.g. 'randread-4k-j'); metadata runs only when it matches 'md'
+#              [every case]
 # Exit status: 0 when every run completed (a missed target is reported, not
 # an error); 1 on a failed run or set-up; 2 on bad usage.
 set -euo pipefail
 
 usage() {
-	sed -n '3,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '3,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 case "${1:-}" in
 -h | --help)
@@ -52,6 +55,7 @@ TRANSPORT=${TRANSPORT:-shm}
 TARGETS=${TARGETS:-2}
 SIZE_MB=${SIZE_MB:-256}
 MDFILES=${MDFILES:-20000}
+CASES=${CASES:-.}
 BIN=$BUILD/bin
 PRELOAD=$BUILD/lib/liblode-preload.so
 [ -f "$PRELOAD" ] || PRELOAD=$BIN/liblode-preload.so
@@ -159,6 +163,7 @@ for rep in $(seq 1 "$REPEAT"); do
 	for c in "${FIO_CASES[@]}"; do
 		name=${c%%|*}
 		args=${c#*|}
+		[[ $name =~ $CASES ]] || continue
 		for where in local pt fuse preload; do
 			# io_uring submissions go to the kernel: the preload library cannot take them.
 			[[ $where == preload && $name == *uring* ]] && continue
@@ -169,6 +174,7 @@ for rep in $(seq 1 "$REPEAT"); do
 	for c in "${LIB_CASES[@]}"; do
 		name=${c%%|*}
 		args=${c#*|}
+		[[ $name =~ $CASES ]] || continue
 		echo "run.sh: run $rep/$REPEAT: lode bench --api fs $name" >&2
 		jobs=${args##*--numjobs }
 		# shellcheck disable=SC2086
@@ -180,6 +186,7 @@ for rep in $(seq 1 "$REPEAT"); do
 			exit 1
 		}
 	done
+	[[ md =~ $CASES ]] || continue
 	for threads in 1 4; do
 		for dirs in 1 "$threads"; do
 			[ "$threads" = 1 ] && [ "$dirs" != 1 ] && continue
@@ -265,20 +272,28 @@ for n in names:
     print("| %s | %s |" % (n, " | ".join(row)))
 
 print("\n### Targets (4 KiB random reads, psync, 16 and 32 threads)\n")
+print("Each ratio is taken within one repeat (the two runs minutes apart at most),")
+print("then the median over repeats, with min–max.\n")
 print("| ratio | j16 | j32 | target |")
 print("|---|---|---|---|")
-def ratio(a, b, n):
-    va, vb = vals.get((a, n)), vals.get((b, n))
-    if not va or not vb or not vb[1]:
+def iops_runs(where, name):
+    rs = runs(where, name)
+    if rs is None:
         return None
-    return va[1] / vb[1]
+    return [j["jobs"][0]["read"]["iops"] if "jobs" in j else j["result"]["iops"] for j in rs]
+def ratio(a, b, n):
+    ra, rb = iops_runs(a, n), iops_runs(b, n)
+    if not ra or not rb or not all(rb):
+        return None
+    rs = [x / y for x, y in zip(ra, rb)]
+    return statistics.median(rs), min(rs), max(rs)
 for a, b, t, text in [("fuse", "pt", 0.8, "lode-fuse / passthrough_ll"),
                       ("preload", "lib", 0.9, "preload / liblodefs"),
                       ("preload", "fuse", 3.0, "preload / lode-fuse")]:
     cells = []
     for n in ["randread-4k-j16", "randread-4k-j32"]:
         r = ratio(a, b, n)
-        cells.append("—" if r is None else "%.2f%s" % (r, "" if r >= t else " (missed)"))
+        cells.append("—" if r is None else "%.2f (%.2f–%.2f)%s" % (r[0], r[1], r[2], "" if r[0] >= t else " (missed)"))
     print("| %s | %s | %s | >= %.2f |" % (text, cells[0], cells[1], t))
 
 print("\n### Metadata (lode-mdbench), operations per second, medians (min–max)\n")

@@ -15,8 +15,8 @@
  * How a run goes. The main thread connects once (the control connection),
  * creates the container if it is missing (and then destroys it at the end),
  * and measures the ceilings: single-thread memcpy in bs pieces, and loopback
- * TCP between two threads (a stream for bs >= 64k, bs-byte ping-pong round
- * trips for smaller bs). Only then do --numjobs threads start, each with its
+ * TCP between two threads (a stream for bs >= 64k, bs-byte round trips for
+ * smaller bs, with as many in flight as the run keeps). Only then do --numjobs threads start, each with its
  * own connection and event queue, since one connection serialises the
  * threads that share it. A job that will read first writes its whole region
  * once, unmeasured (--prefill). When every job is ready they start together;
@@ -765,6 +765,7 @@ struct ceilings {
 	bool tcp_stream;     /* stream bandwidth, else bs-byte round trips */
 	double tcp_bps;
 	double tcp_rt_s;     /* round trips per second */
+	unsigned tcp_depth;  /* requests in flight for tcp_rt_s */
 	bool have_aes;
 	double aes_bps;      /* --encrypt: one core sealing 1 MiB buffers with AES-256-GCM */
 };
@@ -943,18 +944,38 @@ out:
 }
 
 /*
+ * How many bs-byte round trips the ceiling keeps in flight: as many as the
+ * run (iodepth x numjobs), so that a result with 32 requests in flight is
+ * not held against one that waits for each reply; at most 128, and at most
+ * 1 MiB in flight, which the socket buffers set in ceiling_tcp hold.
+ */
+static unsigned ceiling_depth(uint32_t bs)
+{
+	uint64_t d = (uint64_t)g.o.iodepth * g.o.numjobs, cap = (1u << 20) / (bs ? bs : 1);
+
+	if (d > 128)
+		d = 128;
+	if (d > cap)
+		d = cap;
+	return d ? (unsigned)d : 1;
+}
+
+/*
  * One TCP stream over 127.0.0.1 between two threads: for bs >= 64k the
  * bandwidth of bs-byte sends (timed until the reader has seen the last
- * byte); below, bs-byte requests each answered by bs bytes, one at a time.
+ * byte); below, bs-byte requests each answered by bs bytes, with as many
+ * in flight as the run keeps (ceiling_depth): the rate a host-mediated
+ * request and reply can go at, with no storage behind it.
  */
 static int ceiling_tcp(uint32_t bs, struct ceilings *c)
 {
 	struct tcp_peer peer = {.bs = bs};
 	bool stream = bs >= TCP_STREAM_MIN_BS;
-	uint64_t t0, deadline, trips = 0;
+	unsigned depth = stream ? 1 : ceiling_depth(bs), sent = 0, got = 0, timed;
+	uint64_t t0, t1, deadline;
+	int cfd = -1, rc, sz = 4 << 20;
 	pthread_t th;
 	uint8_t *buf;
-	int cfd = -1, rc;
 
 	buf = malloc(bs);
 	if (!buf)
@@ -965,6 +986,11 @@ static int ceiling_tcp(uint32_t bs, struct ceilings *c)
 		free(buf);
 		return rc;
 	}
+	/* Room for every request in flight each way, so neither side blocks the other. */
+	setsockopt(cfd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	setsockopt(cfd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	setsockopt(peer.fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	setsockopt(peer.fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	peer.echo = !stream;
 	rc = pthread_create(&th, NULL, tcp_peer_main, &peer);
 	if (rc) {
@@ -976,11 +1002,21 @@ static int ceiling_tcp(uint32_t bs, struct ceilings *c)
 	t0 = now_ns();
 	deadline = t0 + (uint64_t)(TCP_SECONDS * 1e9);
 	while (rc == 0 && !g_interrupted && now_ns() < deadline) {
-		rc = io_full(cfd, buf, bs, true);
-		if (rc == 0 && !stream)
-			rc = io_full(cfd, buf, bs, false);
-		trips++;
+		if (stream) {
+			rc = io_full(cfd, buf, bs, true);
+			continue;
+		}
+		while (rc == 0 && sent - got < depth) {
+			rc = io_full(cfd, buf, bs, true);
+			sent++;
+		}
+		if (rc == 0 && (rc = io_full(cfd, buf, bs, false)) == 0)
+			got++;
 	}
+	t1 = now_ns();
+	timed = got;
+	while (rc == 0 && got < sent && (rc = io_full(cfd, buf, bs, false)) == 0)
+		got++; /* the replies still in flight, outside the timed part */
 	shutdown(cfd, SHUT_WR);
 	pthread_join(th, NULL);
 	close(cfd);
@@ -988,10 +1024,12 @@ static int ceiling_tcp(uint32_t bs, struct ceilings *c)
 	if (rc < 0)
 		return rc;
 	c->tcp_stream = stream;
-	if (stream)
+	if (stream) {
 		c->tcp_bps = safe_div((double)peer.bytes * 1e9, (double)(peer.t_end - t0));
-	else
-		c->tcp_rt_s = safe_div((double)trips * 1e9, (double)(now_ns() - t0));
+	} else {
+		c->tcp_rt_s = safe_div((double)timed * 1e9, (double)(t1 - t0));
+		c->tcp_depth = depth;
+	}
 	c->have_tcp = true;
 	return 0;
 }
@@ -1147,8 +1185,9 @@ static void print_text(const struct result *r)
 		printf("  loopback tcp stream, %s sends:    %10.2f MiB/s   ratio %.3f\n",
 		       fmt_size(b1, sizeof(b1), o->bs), r->ceil.tcp_bps / MIB, res_ratio_tcp(r));
 	else if (r->ceil.have_tcp)
-		printf("  tcp round trips/s, %s, depth 1:  %10.0f         ratio %.3f (IOPS)\n",
-		       fmt_size(b1, sizeof(b1), o->bs), r->ceil.tcp_rt_s, res_ratio_tcp(r));
+		printf("  tcp round trips/s, %s, depth %u: %9.0f         ratio %.3f (IOPS)\n",
+		       fmt_size(b1, sizeof(b1), o->bs), r->ceil.tcp_depth, r->ceil.tcp_rt_s,
+		       res_ratio_tcp(r));
 	if (r->ceil.have_aes)
 		printf("  AES-256-GCM seal, 1 core, 1 MiB: %10.2f MiB/s   ratio %.3f (target >= 0.8;"
 		       " %s crypt blocks)\n",
@@ -1235,10 +1274,11 @@ static void print_json(const struct result *r, bool interrupted)
 		       o->bs, r->ceil.tcp_bps / MIB, r->ceil.tcp_bps / GIB, res_ratio_tcp(r),
 		       res_bps(r, &r->all) / MIB);
 	else if (r->ceil.have_tcp)
-		printf("{\"kind\":\"round_trip\",\"bs\":%" PRIu32 ",\"depth\":1,"
+		printf("{\"kind\":\"round_trip\",\"bs\":%" PRIu32 ",\"depth\":%u,"
 		       "\"round_trips_s\":%.1f,\"ratio\":%.5f,\"ratio_of\":\"iops\","
 		       "\"result_iops\":%.1f}",
-		       o->bs, r->ceil.tcp_rt_s, res_ratio_tcp(r), res_iops(r, &r->all));
+		       o->bs, r->ceil.tcp_depth, r->ceil.tcp_rt_s, res_ratio_tcp(r),
+		       res_iops(r, &r->all));
 	else
 		printf("null");
 	printf(",\"aes_gcm\":");
@@ -1377,7 +1417,8 @@ static void usage(FILE *f)
 "bandwidth, IOPS, latency (mean, p50, p99, p99.9), client and server CPU time,\n"
 "and, beside each result, the ceilings measured in the same run: single-thread\n"
 "memcpy in bs pieces, and loopback TCP (a stream for bs >= 64k, bs-byte round\n"
-"trips at depth 1 for smaller bs).\n"
+"trips for smaller bs, as many in flight as the run keeps: iodepth x numjobs,\n"
+"at most 128).\n"
 "\n"
 "options (default in brackets):\n"
 "  --addr HOST:PORT     the loded to use [$LODE_ADDR, else the local system's]\n"
