@@ -78,7 +78,16 @@ def storage(path):
 def main():
     root = env("EV_ROOT", ".")
     commit = out(["git", "-C", root, "rev-parse", "HEAD"], "unknown")
-    dirty = bool(out(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"]))
+    # Uncommitted changes to anything but the run's own outputs, which the
+    # run has just rewritten.
+    spec = ["--", "."]
+    evout = env("EV_OUT")
+    if evout:
+        for name in ("eval", "evaluation.md"):
+            rel = os.path.relpath(os.path.join(evout, name), os.path.abspath(root))
+            if not rel.startswith(".."):
+                spec.append(":(exclude)" + rel)
+    dirty = bool(out(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"] + spec))
     durations = {}
     for item in env("EV_DURATIONS").split():
         k, v = item.split("=", 1)

@@ -177,8 +177,8 @@ def bench_ceiling(d, bs, tp):
         return None
     if t["kind"] == "stream":
         return ("loopback TCP stream, 1 thread", t["bw_mib_s"] / 1024, "bw")
-    return ("loopback TCP 4 KiB round trips, depth %d" % t.get("depth", 1),
-            t["round_trips_s"] / 1e3, "rt")
+    return ("loopback TCP 4 KiB round trips at the same depth" if t.get("depth", 1) > 1 else
+            "loopback TCP 4 KiB round trips, depth 1", t["round_trips_s"] / 1e3, "rt")
 
 
 class Raw:
@@ -325,6 +325,9 @@ def fig_heatmap(raw, out, rw, bs, tps, targets, threads):
                 ceil = Spread(ceil.vals + ceil_c.vals)
                 txt = "%s\n(%s–%s)\n%s\nof ceiling" % (fmt(s.med, bs), fmt(s.lo, bs),
                                                          fmt(s.hi, bs), fmt_ratio_spread(r, kind))
+                if kind == "rt" and ceil_c:
+                    # The round-trip ceiling runs at each cell's own depth.
+                    txt += " %s" % fmt(ceil_c.med, bs)
                 ax.text(xi, yi, txt, ha="center", va="center",
                         fontsize=7.5 if len(threads) <= 3 else 6,
                         color="k" if (grid[yi][xi] - vmin) / vspan > 0.6 else "w")
@@ -334,8 +337,13 @@ def fig_heatmap(raw, out, rw, bs, tps, targets, threads):
         ax.set_yticklabels([str(t) for t in targets])
         ax.set_xlabel("client threads (lode bench --numjobs)")
         ax.set_ylabel("server targets (loded --targets)")
-        ax.set_title("%s — ceiling: %s\n%s" % (TP_LABEL[tp], label, fmt_spread(ceil, bs)),
-                     fontsize=9)
+        if kind == "rt":
+            ax.set_title("%s — ceiling: loopback TCP 4 KiB round trips\nat each cell's depth "
+                         "(as many in flight as the cell), K IOPS in the cell" % TP_LABEL[tp],
+                         fontsize=9)
+        else:
+            ax.set_title("%s — ceiling: %s\n%s" % (TP_LABEL[tp], label, fmt_spread(ceil, bs)),
+                         fontsize=9)
         fig.colorbar(im, ax=ax, label=unit_of(bs))
     what = "1 MiB sequential reads" if (rw, bs) == ("read", "1m") else "%s %s" % (
         "4 KiB" if bs == "4k" else "1 MiB", rw)

@@ -169,7 +169,7 @@ def main():
     check("rdma absent stated", "**rdma was absent**: no RDMA device on this machine (fixture)" in md)
     check("fallback warned", "net.shm.t2.randread.4k.j2.r2 ran over tcp, not shm" in md)
     # 4k round-trip ceiling 50K; tcp 1 thr 1 tgt: 90,110 K -> ratios 1.80x, 2.20x -> 2.00x.
-    check("net 4k ratio", "ratio to loopback TCP 4 KiB round trips, depth 32 from 2.00× "
+    check("net 4k ratio", "ratio to loopback TCP 4 KiB round trips at the same depth from 2.00× "
           "(1.80–2.20×) (1 tgt, 1 thr)" in md)
 
     # End to end: medium read-1m runs 4.0, 6.0 -> 5.00 (4.00–6.00); shm lib 0.75 -> 75%.
