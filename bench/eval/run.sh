@@ -336,19 +336,22 @@ section_device() {
 }
 
 section_net() {
-	local t tp n wl rw bs rep size depth
+	local t tp n wl rw bs rep size depth mb
 	for t in $NET_TARGETS; do
 		loded_up "net-t$t" "$t" "$WORK/net" --ram || exit 1
 		for rep in $(seq 1 "$REPEAT"); do
 			for wl in "${NET_WL[@]}"; do
 				read -r rw bs <<<"$wl"
 				if [ "$bs" = 1m ]; then
-					size=${NET_MB_1M}m depth=4
+					mb=$NET_MB_1M depth=4
 				else
-					size=${NET_MB_4K}m depth=32
+					mb=$NET_MB_4K depth=32
 				fi
 				for tp in $TRANSPORTS; do
 					for n in $NET_THREADS; do
+						# The region is shared out among the threads, so that
+						# 16 threads fit the targets' capacity as 1 does.
+						size=$(((mb * 1024 / n) > 1024 ? mb * 1024 / n : 1024))k
 						progress "net: $tp, targets=$t, threads=$n, $rw $bs, run $rep"
 						run_case "net.$tp.t$t.$rw.$bs.j$n.r$rep" \
 							"$(awk -v r="$RUNTIME_NET" 'BEGIN { printf "%d", r + 300 }')" \
