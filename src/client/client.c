@@ -986,6 +986,8 @@ static int req_send(struct creq *r)
 	h.map_ver = atomic_load_explicit(&c->map_ver, memory_order_relaxed);
 	if (r->op == NET_OP_HELLO && c->transport != NET_TP_SHM)
 		h.flags |= NET_F_PEER_ERR;
+	if (r->rebuild)
+		h.flags |= NET_F_REBUILD;
 	net_hdr_encode(&h, r->hdr);
 	r->deadline_us = now_us() + (int64_t)c->timeout_ms * (r->op == NET_OP_AGGREGATE ? 30 : 1) * 1000;
 	/* On the in-flight list (oldest first) before anything can complete it. */
@@ -1780,7 +1782,9 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	if (!found) {
 		pthread_mutex_lock(&c->lock);
 		layout_map_free(c->map);
+		layout_map_free(c->map_next);
 		c->map = NULL;
+		c->map_next = NULL;
 		c->map_local = true;
 		memset(c->eng, 0, sizeof(c->eng));
 		snprintf(c->eng[0].addr, sizeof(c->eng[0].addr), "%s", c->server);
@@ -1939,6 +1943,7 @@ int lode_disconnect(lode_conn_t *c)
 	pthread_mutex_destroy(&c->renewer_lock);
 	pthread_cond_destroy(&c->renewer_cond);
 	layout_map_free(c->map);
+	layout_map_free(c->map_next);
 	free(c->bufs);
 	free(c->slots);
 	free(c->free_slots);

@@ -64,6 +64,8 @@ struct creq {
 	bool final;               /* its result stands: no retry, no parking */
 	uint8_t cls;              /* the class id placement uses (never 0) */
 	uint8_t member;           /* the member of the group this request went to */
+	bool spare;               /* a shadow to the rebuild's replacement of member (place.c) */
+	bool rebuild;             /* sent with NET_F_REBUILD: its epoch is the one in a */
 	uint64_t dkey_hash;
 	/* A write to a replicated group: the request to the first live member
 	 * leads, with one shadow per other live member; it completes when they
@@ -132,6 +134,10 @@ struct lode_conn {
 	} eng[CONN_ENGINES_MAX];
 	unsigned nengines;
 	struct layout_map *map; /* the placement map (lock held to read or swap) */
+	/* While map has DOWN engines (a rebuild runs), the map the rebuild
+	 * ends in: map with them OUT. Writes go to the replacements it names
+	 * too (place.c). NULL otherwise. */
+	struct layout_map *map_next;
 	bool map_local;         /* map is conn_map_local's: the service's is not installed */
 	struct creq *parked;    /* refused as stale: placed again with the next map */
 	uint32_t transport;   /* NET_TP_* in use */
@@ -422,6 +428,65 @@ void conn_map_wake(lode_conn_t *c, uint32_t want);
  * and enumeration skip the others), and the first such target (0 if none). */
 bool conn_target_live(lode_conn_t *c, unsigned t);
 unsigned conn_target_first(lode_conn_t *c);
+
+/* ---- one target, for rebuild (objects.c; src/server/rebuild.c calls it) ---- */
+
+/*
+ * What a request to one target carries and gets back (struct conn_tgt_io):
+ * epoch a fetch reads at, or (with rebuild) the epoch an update or punch
+ * lands at; off and len as the opcode takes them; out, an update's value;
+ * in and cap, where a fetch's value or a list's items land; an, a list's
+ * cursor (its tgt is not used). val gets the reply's value (a fetched
+ * value's full length, an array's size, a list's count), in_len the bytes
+ * received.
+ */
+struct conn_tgt_io {
+	lode_epoch_t epoch;
+	uint64_t off, len;
+	const void *out;
+	void *in;
+	size_t cap;
+	struct lode_anchor *an;
+	bool rebuild;
+	uint64_t val;
+	size_t in_len;
+};
+
+/*
+ * Send op on (oid, k) to global target tgt of ct's connection, not placed,
+ * and wait for its reply. k may be NULL (object lists) and k->akey NULL
+ * (dkey punches and lists). Errors: the target's, -EHOSTDOWN (its engine
+ * is lost), -EINVAL (no such target), -ENOMEM.
+ */
+int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
+		const struct lode_key *k, struct conn_tgt_io *io);
+
+/* The version of the map c places with now (0: none from the service). */
+uint32_t conn_map_version(lode_conn_t *c);
+
+/* Global targets [*first, *first + *n) of engine id, connected and not
+ * lost. Errors: -ENOENT. */
+int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *n);
+
+/*
+ * Whether engine self has a rebuild to take part in under c's map: 1 (a
+ * DOWN engine or target, and self is UP), 0 (nothing to do), -EAGAIN (the
+ * map has DRAIN or NEW engines, whose migrations are not built). *share
+ * gets a rough share of an engine's data that is to be copied (DOWN
+ * engines / UP ones), for an estimate of the work.
+ */
+int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share);
+
+/*
+ * The global targets a dkey (of oid, class cls, hash dkey_hash) is to be
+ * copied to by engine self from its target local_tgt: the replacements of
+ * its group's DOWN members, when self holds the group's first live member
+ * there; else none. Returns how many (up to max), or -EHOSTDOWN (a
+ * replacement cannot be reached), -ENOSPC, -EINVAL.
+ */
+int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
+		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, unsigned *dst,
+		       unsigned max);
 
 /* Send a new request with no completion of its own, a shadow (lock held). */
 int conn_req_send(struct creq *r);

@@ -1292,6 +1292,58 @@ int lode_akey_list(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *
 	return list_run(ct, NET_OP_AKEY_LIST, oid, k, epoch, an, buf, buf_len, &bytes, true);
 }
 
+/* ---- one target, for rebuild ------------------------------------------------------ */
+
+/* A list reply's cursor into io->an; a fetch's or list's sizes into io. */
+static void tgt_io_done(struct creq *r)
+{
+	struct conn_tgt_io *io = r->ctx;
+
+	if (r->rc < 0)
+		return;
+	io->val = r->val;
+	io->in_len = r->in_len;
+	if (io->an) {
+		io->an->eof = r->anchor.eof;
+		io->an->len = r->anchor.eof ? 0 : r->anchor.len;
+		memcpy(io->an->key, r->anchor_key, io->an->len);
+	}
+}
+
+int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
+		const struct lode_key *k, struct conn_tgt_io *io)
+{
+	struct creq *r;
+	int rc = 0;
+
+	if (!ct || !io || (io->an && io->an->len > sizeof(io->an->key)))
+		return -EFAULT;
+	if (tgt >= ct->c->ntargets)
+		return -EINVAL;
+	if (!(r = creq_new(ct->c, op, tgt)))
+		return -ENOMEM;
+	args_key(&r->a, ct, oid, k);
+	r->a.epoch = io->epoch == LODE_EPOCH_MAX ? 0 : io->epoch;
+	r->a.off = io->off;
+	r->a.len = io->len;
+	r->rebuild = io->rebuild;
+	if (io->an) {
+		r->a.anchor.len = io->an->len;
+		r->a.anchor.key = io->an->key;
+		r->a.max = (uint32_t)(op == NET_OP_OBJ_LIST ? io->cap / 16
+				      : io->cap > UINT32_MAX ? UINT32_MAX : io->cap);
+		r->in = io->in;
+		r->in_cap = io->cap;
+	} else if (op == NET_OP_SV_UPDATE || op == NET_OP_ARR_UPDATE) {
+		rc = value_out(r, io->out, io->len);
+	} else if (op == NET_OP_SV_FETCH || op == NET_OP_ARR_FETCH) {
+		rc = value_in(r, io->in, io->cap);
+	}
+	r->on_done = tgt_io_done;
+	r->ctx = io;
+	return submit_or_free(r, rc, NULL, NULL);
+}
+
 /* ---- key-value objects ----------------------------------------------------------- */
 
 static int kv_key(const char *key, struct lode_key *k)

@@ -16,6 +16,14 @@
  * DOWN and whose engine is reachable: the request itself to the first, a
  * shadow (a copy of its wire content) to each other. Client.c completes the
  * request when the shadows have completed (see creq.leader).
+ *
+ * While the map has DOWN engines their shards are being rebuilt onto the
+ * replacements that the map with those engines OUT names (c->map_next):
+ * the engines copy what the survivors hold (src/server/rebuild.c), and a
+ * write also goes to the replacement of each DOWN member (a "spare"
+ * shadow), so that a replacement misses nothing written after the copy
+ * began. When the rebuild ends and the DOWN engines go OUT, the
+ * replacements are members like any other.
  */
 #include "client/client.h"
 
@@ -76,6 +84,36 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 	return r;
 }
 
+/*
+ * c->map_next for the map now installed: a copy with every DOWN engine and
+ * target OUT, while there are any; else NULL. Lock held.
+ */
+static void map_next_update(lode_conn_t *c)
+{
+	struct layout_map *n = NULL;
+	bool any = false;
+
+	layout_map_free(c->map_next);
+	c->map_next = NULL;
+	if (!c->map || c->map_local || layout_map_dup(c->map, &n) < 0)
+		return;
+	for (uint32_t i = 0; i < n->nengines; i++) {
+		const struct layout_engine *e = &n->engines[i];
+
+		if (e->state == LAYOUT_DOWN) {
+			any |= layout_map_engine_set(n, e->id, LAYOUT_OUT) == 0;
+			continue;
+		}
+		for (uint16_t t = 0; t < e->ntgts; t++)
+			if (e->tgt[t] == LAYOUT_DOWN)
+				any |= layout_map_target_set(n, e->id, t, LAYOUT_OUT) == 0;
+	}
+	if (any)
+		c->map_next = n;
+	else
+		layout_map_free(n);
+}
+
 /* The global target of member i of g, or -1 when it cannot be reached. */
 static int member_target(const lode_conn_t *c, const struct layout_group *g, unsigned i)
 {
@@ -97,7 +135,7 @@ static int member_target(const lode_conn_t *c, const struct layout_group *g, uns
 }
 
 /* A copy of leader's wire content for another member. Lock held. */
-static struct creq *shadow_new(struct creq *leader, unsigned member, unsigned tgt)
+static struct creq *shadow_new(struct creq *leader, unsigned member, unsigned tgt, bool spare)
 {
 	lode_conn_t *c = leader->c;
 	struct creq *s = c->free_reqs;
@@ -117,15 +155,35 @@ static struct creq *shadow_new(struct creq *leader, unsigned member, unsigned tg
 	s->write = true;
 	s->cls = leader->cls;
 	s->member = (uint8_t)member;
+	s->spare = spare;
 	s->dkey_hash = leader->dkey_hash;
 	s->leader = leader;
 	return s;
 }
 
+/*
+ * The replacement of g's DOWN member i while a rebuild runs: its global
+ * target in *t, 0; -ENOENT when there is none to write to (no rebuild, or
+ * it lands where another member is); -EHOSTDOWN when it cannot be reached.
+ * g2 is the group in c->map_next, placed by the caller once.
+ */
+static int spare_target(lode_conn_t *c, const struct layout_group *g,
+			const struct layout_group *g2, unsigned i, int *t)
+{
+	if (!g2 || i >= g2->size || g2->shard[i].down)
+		return -ENOENT;
+	for (unsigned k = 0; k < g->size; k++)
+		if (!g->shard[k].down && g->shard[k].engine == g2->shard[i].engine &&
+		    g->shard[k].tgt == g2->shard[i].tgt)
+			return -ENOENT;
+	return (*t = member_target(c, g2, i)) < 0 ? -EHOSTDOWN : 0;
+}
+
 int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 {
 	struct layout_class cls;
-	struct layout_group g;
+	struct layout_group g, g2;
+	bool have_g2 = false;
 	int rc, t;
 
 	if (!c->map)
@@ -134,11 +192,18 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		return -EINVAL;
 	if ((rc = layout_dkey_place(c->map, r->a.oid, &cls, r->dkey_hash, &g)) < 0)
 		return rc;
+	if (r->write && c->map_next &&
+	    layout_dkey_place(c->map_next, r->a.oid, &cls, r->dkey_hash, &g2) == 0)
+		have_g2 = true;
 	if (r->leader || r->spread) {
 		/* A member placed again (a stale map): the same member of the
-		 * group in the new map, or lost. */
-		if (r->member >= g.size || (t = member_target(c, &g, r->member)) < 0)
+		 * group in the new map (a spare: of the rebuild's), or lost. */
+		if (r->spare) {
+			if (spare_target(c, &g, have_g2 ? &g2 : NULL, r->member, &t) < 0)
+				return -EHOSTDOWN;
+		} else if (r->member >= g.size || (t = member_target(c, &g, r->member)) < 0) {
 			return -EHOSTDOWN;
+		}
 		r->tgt = (unsigned)t;
 		return 0;
 	}
@@ -154,17 +219,28 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 	if (!r->write)
 		return 0;
 	r->spread = true;
-	for (unsigned i = r->member + 1u; i < g.size; i++) {
+	for (unsigned i = 0; i < g.size; i++) {
+		bool spare = false;
 		struct creq *s;
 
-		if ((t = member_target(c, &g, i)) < 0) {
-			/* DOWN in the map: a degraded write. UP but not reachable
-			 * from here: the write waits for a map that says so. */
-			if (!g.shard[i].down)
-				r->lost_up = true;
+		if (i <= r->member && !g.shard[i].down)
+			continue; /* the leader, or a member it skipped (counted above) */
+		if (g.shard[i].down) {
+			/* A DOWN member: its replacement, while a rebuild runs. */
+			if ((rc = spare_target(c, &g, have_g2 ? &g2 : NULL, i, &t)) == -ENOENT)
+				continue;
+			if (rc < 0) {
+				r->lost_up = true; /* the map has it UP: wait for one that says */
+				continue;
+			}
+			spare = true;
+		} else if ((t = member_target(c, &g, i)) < 0) {
+			/* UP but not reachable from here: the write waits for a
+			 * map that says so. */
+			r->lost_up = true;
 			continue;
 		}
-		if (!(s = shadow_new(r, i, (unsigned)t)))
+		if (!(s = shadow_new(r, i, (unsigned)t, spare)))
 			return -ENOMEM; /* the shadows sent so far complete on their own */
 		r->nshadow++;
 		if ((rc = send(s)) < 0)
@@ -247,6 +323,7 @@ void conn_map_take(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
 	pthread_mutex_lock(&c->lock);
 	layout_map_free(c->map);
 	c->map = m;
+	map_next_update(c);
 	c->nengines = (unsigned)pm->n_engines;
 	for (size_t i = 0; i < pm->n_engines; i++) {
 		c->eng[i].id = pm->engines[i]->id;
@@ -277,6 +354,7 @@ void conn_map_install(lode_conn_t *c, struct layout_map *m)
 		layout_map_free(c->map);
 		c->map = m;
 		m = NULL;
+		map_next_update(c);
 	}
 	if (c->map && !c->map_local && c->map->version > atomic_load(&c->map_ver))
 		atomic_store(&c->map_ver, (uint32_t)c->map->version);
@@ -340,4 +418,111 @@ int conn_target_of(lode_cont_t *ct, struct lode_oid oid, const void *dkey, size_
 		rc = (int)r->tgt;
 	creq_free(r);
 	return rc;
+}
+
+/* ---- for rebuild (src/server/rebuild.c) --------------------------------------------- */
+
+uint32_t conn_map_version(lode_conn_t *c)
+{
+	uint32_t v;
+
+	pthread_mutex_lock(&c->lock);
+	v = c->map && !c->map_local ? (uint32_t)c->map->version : 0;
+	pthread_mutex_unlock(&c->lock);
+	return v;
+}
+
+int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *n)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&c->lock);
+	for (unsigned k = 0; k < c->nengines; k++) {
+		if (c->eng[k].id != id)
+			continue;
+		if (c->eng[k].connected && !c->eng[k].lost) {
+			*first = c->eng[k].first;
+			*n = c->eng[k].ntgts;
+			rc = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
+{
+	const struct layout_map *m;
+	bool down = false, up = false;
+	unsigned ndown = 0, nup = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (!(m = c->map) || c->map_local) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	for (uint32_t i = 0; i < m->nengines; i++) {
+		const struct layout_engine *e = &m->engines[i];
+
+		if (e->state == LAYOUT_NEW || e->state == LAYOUT_DRAIN)
+			rc = -EAGAIN; /* their migrations are not built: leave the map alone */
+		down |= e->state == LAYOUT_DOWN;
+		ndown += e->state == LAYOUT_DOWN;
+		nup += e->state == LAYOUT_UP;
+		for (uint16_t t = 0; t < e->ntgts; t++) {
+			down |= e->tgt[t] == LAYOUT_DOWN;
+			if (e->tgt[t] == LAYOUT_DRAIN)
+				rc = -EAGAIN;
+		}
+		if (e->id == self)
+			up = e->state == LAYOUT_UP;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc < 0)
+		return rc;
+	/* Of what an engine holds, about this much has a member on a DOWN one. */
+	*share = nup ? (double)(ndown ? ndown : 1) / nup : 0;
+	return down && up ? 1 : 0;
+}
+
+int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
+		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, unsigned *dst,
+		       unsigned max)
+{
+	struct layout_group g, g2;
+	unsigned n = 0, f;
+	int rc, t;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->map || !c->map_next) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if ((rc = layout_dkey_place(c->map, oid, cls, dkey_hash, &g)) < 0 ||
+	    (rc = layout_dkey_place(c->map_next, oid, cls, dkey_hash, &g2)) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	/* We copy when we hold the group's first live member here. */
+	for (f = 0; f < g.size && g.shard[f].down; f++)
+		;
+	if (f == g.size || g.shard[f].engine != self || g.shard[f].tgt != local_tgt) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	for (unsigned i = 0; i < g.size && n < max; i++) {
+		if (!g.shard[i].down)
+			continue;
+		if ((rc = spare_target(c, &g, &g2, i, &t)) == -ENOENT)
+			continue; /* no replacement (too few engines left) */
+		if (rc < 0) {
+			pthread_mutex_unlock(&c->lock);
+			return rc;
+		}
+		dst[n++] = (unsigned)t;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return (int)n;
 }

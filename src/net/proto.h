@@ -33,7 +33,8 @@
 #include "lode/types.h"
 
 #define NET_MAGIC 0x45444f4cu /* "LODE" read as little-endian */
-#define NET_VERSION 2 /* 2: capabilities checked, the welcome names the management port */
+#define NET_VERSION 3 /* 2: capabilities checked, the welcome names the management port;
+			* 3: updates and punches carry an epoch (rebuild's) */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -79,6 +80,9 @@ enum net_flag {
 	NET_F_REPLY = 1u << 0,    /* this is a reply */
 	NET_F_PEER_ERR = 1u << 1, /* NET_OP_HELLO: the client's endpoints report peer failure
 				   * (UCX needs both ends of an endpoint pair to agree) */
+	NET_F_REBUILD = 1u << 2,  /* an update or punch of rebuild: at the epoch the
+				   * arguments name, beneath what clients write now
+				   * (src/server/rebuild.c); needs admin rights */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

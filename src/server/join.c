@@ -35,6 +35,7 @@
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 #include "mgmt/rpc.h"
 #include "server/join.h"
+#include "server/rebuild.h"
 #include "server/srv.h"
 
 #define M(name) "/lode.mgmt.v1.Mgmt/" name
@@ -77,9 +78,8 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* "user:" and "secret:" lines of a credentials file (the make-up format). */
-static int cred_read(const char *path, char *user, size_t ucap, char *secret, size_t scap,
-		     char *msg, size_t cap)
+int srv_cred_read(const char *path, char *user, size_t ucap, char *secret, size_t scap,
+		  char *msg, size_t cap)
 {
 	char line[600];
 	FILE *f = fopen(path, "r");
@@ -326,7 +326,7 @@ static int login(struct member *m)
 
 	/* A replica's credentials appear once the first leader wrote them. */
 	if (!m->cred_read) {
-		if (cred_read(m->cred, m->user, sizeof(m->user), m->secret, sizeof(m->secret), msg,
+		if (srv_cred_read(m->cred, m->user, sizeof(m->user), m->secret, sizeof(m->secret), msg,
 			      sizeof(msg)) < 0) {
 			log_once(m, "credentials", msg);
 			return RPC_UNAVAILABLE;
@@ -385,6 +385,7 @@ static int join(struct member *m)
 	if (!m->joined || m->engine_id != rep->engine_id)
 		srv_log("joined the system as engine %u", rep->engine_id);
 	m->engine_id = rep->engine_id;
+	atomic_store(&m->s->engine_id, (int64_t)rep->engine_id);
 	m->joined = true;
 	reply_take(m, rep->keys, rep->n_keys, rep->revocations, rep->n_revocations, rep->map);
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
@@ -394,6 +395,7 @@ static int join(struct member *m)
 static int heartbeat(struct member *m)
 {
 	Lode__Mgmt__V1__HeartbeatRequest req = LODE__MGMT__V1__HEARTBEAT_REQUEST__INIT;
+	Lode__Mgmt__V1__RebuildStatus rs = LODE__MGMT__V1__REBUILD_STATUS__INIT;
 	Lode__Mgmt__V1__HeartbeatReply *rep = NULL;
 	Lode__Mgmt__V1__Target tv[SRV_TARGETS_MAX], *tp[SRV_TARGETS_MAX];
 	struct srv *s = m->s;
@@ -420,6 +422,21 @@ static int heartbeat(struct member *m)
 	}
 	req.targets = tp;
 	req.n_targets = s->ntargets;
+	if (atomic_load(&s->rebuild)) {
+		struct mgmt_rebuild_info ri;
+
+		rebuild_report(atomic_load(&s->rebuild), &ri);
+		rs.map_version = ri.map_version;
+		rs.running = ri.running;
+		rs.objects_done = ri.objects_done;
+		rs.objects_total = ri.objects_total;
+		rs.bytes_done = ri.bytes_done;
+		rs.bytes_total = ri.bytes_total;
+		rs.started_unix_ms = ri.started_unix_ms;
+		rs.finished_unix_ms = ri.finished_unix_ms;
+		rs.errno_value = ri.errno_value;
+		req.rebuild = &rs;
+	}
 	st = call(m, M("EngineHeartbeat"), &req.base, &lode__mgmt__v1__heartbeat_reply__descriptor,
 		  true, (ProtobufCMessage **)&rep);
 	if (st != RPC_OK)
@@ -509,7 +526,7 @@ int member_start(struct srv *s, const char *join, const char *cred, bool local_t
 	auth_keyring_init(&m->keys);
 	auth_revoked_init(&m->revoked);
 	atomic_store(&s->fenced, true);
-	if (!local_tables && (rc = cred_read(cred, m->user, sizeof(m->user), m->secret,
+	if (!local_tables && (rc = srv_cred_read(cred, m->user, sizeof(m->user), m->secret,
 					     sizeof(m->secret), msg, cap)) < 0)
 		goto fail;
 	m->cred_read = !local_tables;

@@ -31,6 +31,13 @@ struct member;
 int member_start(struct srv *s, const char *join, const char *cred, bool local_tables,
 		 struct member **out, char *msg, size_t cap);
 
+/*
+ * The "user:" and "secret:" lines of a credentials file (the format make up
+ * writes). Errors: -errno (the file), -EINVAL (a line missing); msg says.
+ */
+int srv_cred_read(const char *path, char *user, size_t ucap, char *secret, size_t scap,
+		  char *msg, size_t cap);
+
 /* Stop heartbeating and free. The targets must be stopped first. NULL is fine. */
 void member_stop(struct member *m);
 

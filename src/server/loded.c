@@ -27,8 +27,10 @@
 #include "net/net.h"
 #include "server/config.h"
 #include "server/join.h"
+#include "server/rebuild.h"
 #include "server/srv.h"
 #include "mgmt/mgmt.h"
+#include "mgmt/state.h"
 
 #define BOOT_TIMEOUT_MS 2000
 
@@ -209,15 +211,14 @@ static void mgmt_map_changed(void *arg, uint32_t version)
 }
 
 /*
- * This engine's part of a rebuild: engines do not rebuild yet, so it never
- * reports one done, and the service never declares a DOWN engine OUT (which
- * would move its shards' place to engines that do not hold them). DOWN
- * engines stay DOWN, read degraded, until reintegrated.
+ * The hosting engine's part of a rebuild (rebuild.c), for the service it
+ * hosts; joined engines send theirs with each heartbeat (join.c).
  */
 static void mgmt_rebuild(void *arg, struct mgmt_rebuild_info *out)
 {
-	(void)arg;
-	memset(out, 0, sizeof(*out));
+	struct srv *s = arg;
+
+	rebuild_report(atomic_load(&s->rebuild), out);
 }
 
 /* The host part of "host:port" or "[v6]:port", as gRPC wants it back. */
@@ -412,6 +413,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	s.cfg = &cfg;
+	atomic_init(&s.engine_id, -1); /* learnt when hosting or joining */
 	if ((rc = transports_of(&cfg, &s.transports)) < 0) {
 		fprintf(stderr, "loded: transport %s is not available on this host\n", cfg.transport);
 		return 1;
@@ -448,6 +450,8 @@ int main(int argc, char **argv)
 		ucp_cleanup(s.ctx);
 		return 1;
 	}
+	if (!cfg.join[0] && !cfg.mgmt_replicas[0])
+		atomic_store(&s.engine_id, (int64_t)MGMT_HOST_ENGINE); /* it joins itself otherwise */
 	if ((rc = srv_start(&s)) < 0) {
 		fprintf(stderr, "loded: start: %s\n", lode_strerror(rc));
 		member_stop(member);
@@ -457,6 +461,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	atomic_store(&s.serving, true);
+	{
+		struct rebuild *rb = NULL;
+
+		/* Copies need a system administrator's rights: the joining
+		 * engine's credentials, or the administrator's file. */
+		if (rebuild_start(&s, cfg.listen, cfg.join_cred[0] ? cfg.join_cred : svc_cred, &rb) == 0)
+			atomic_store(&s.rebuild, rb);
+		else
+			srv_log("rebuild: no thread: this engine will not rebuild");
+	}
 	srv_log("serving %u target(s) from %s (%s) on %s, transports:%s%s%s", s.ntargets,
 		cfg.path, cfg.ram ? "RAM" : "disk", cfg.listen,
 		s.transports & NET_TP_TCP ? " tcp" : "", s.transports & NET_TP_SHM ? " shm" : "",
@@ -488,9 +502,11 @@ int main(int argc, char **argv)
 	/* Greeters read the targets' addresses: let them finish (each is bounded). */
 	while (atomic_load(&greeters))
 		usleep(10000);
+	rebuild_stop(atomic_load(&s.rebuild)); /* its copies use the targets */
 	srv_stop(&s);
 	member_stop(member);
 	mgmt_stop(mgmt);
+	rebuild_free(atomic_load(&s.rebuild));
 	ucp_cleanup(s.ctx);
 	if (cfg.pidfile[0])
 		unlink(cfg.pidfile);

@@ -44,6 +44,10 @@ struct srv {
 	atomic_bool fenced;       /* refuse data requests (-LODE_EFENCED): this engine is DOWN
 				   * or OUT in the map, or a joined engine that has not heard
 				   * from the service within the grace period */
+	_Atomic int64_t engine_id; /* this engine's id in the map; -1 until known */
+	/* Its part in rebuilds (rebuild.c): NULL until started; freed only after
+	 * the heartbeats and the hosted service, which read it, have stopped. */
+	struct rebuild *_Atomic rebuild;
 };
 
 /*

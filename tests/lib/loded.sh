@@ -3,26 +3,27 @@
 # loded_start [LODED ARGS...]: needs $loded and $lode (the binaries) and $dir
 # (a scratch directory: data goes to $dir/data, the log to $dir/loded.log).
 # Tries up to 5 random ports; sets pid and addr once `lode status` answers
-# there. If none comes up it prints the last log and exits 1.
+# there. If none comes up it prints the last log and exits 1. It listens on
+# $LODED_HOST (default 127.0.0.1).
 #
 # The management service's first start writes the admin's credentials to
 # $dir/admin.credentials; LODE_CREDENTIALS points every client there.
 loded_start() {
-	local port try _
+	local port try _ host=${LODED_HOST:-127.0.0.1}
 	addr=
 	export LODE_CREDENTIALS=$dir/admin.credentials
 	for try in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
-		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
 			continue # something answers there already
 		fi
-		"$loded" --listen "127.0.0.1:$port" --path "$dir/data" --admin-cred "$LODE_CREDENTIALS" \
+		"$loded" --listen "$host:$port" --path "$dir/data" --admin-cred "$LODE_CREDENTIALS" \
 			"$@" >"$dir/loded.log" 2>&1 &
 		pid=$!
 		for _ in $(seq 100); do
 			kill -0 "$pid" 2>/dev/null || break # it exited (port taken after all?)
-			if "$lode" --addr "127.0.0.1:$port" --timeout 2000 status >/dev/null 2>&1; then
-				addr=127.0.0.1:$port
+			if "$lode" --addr "$host:$port" --timeout 2000 status >/dev/null 2>&1; then
+				addr=$host:$port
 				return 0
 			fi
 			sleep 0.1
@@ -40,17 +41,21 @@ loded_start() {
 # whose management service is at $mgmt (its data in $dir/NAME, its log in
 # $dir/NAME.log, RAM targets over tcp), logging in as $LODE_CREDENTIALS.
 # Sets jpid and jaddr once `lode status` answers there; exits 1 with the
-# log if it never does.
+# log if it never does. It listens on $LODED_HOST (default 127.0.0.1) and
+# runs under the words of $LODED_PREFIX, if any (e.g. "ip netns exec NS":
+# then jpid is that command's).
 loded_join() {
-	local name=$1 port try _
+	local name=$1 port try _ host=${LODED_HOST:-127.0.0.1}
+	local -a prefix
+	read -r -a prefix <<<"${LODED_PREFIX:-}"
 	shift
 	for try in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
-		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
-		"$loded" --listen "127.0.0.1:$port" --path "$dir/$name" --ram --transport tcp \
+		(exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && continue
+		"${prefix[@]}" "$loded" --listen "$host:$port" --path "$dir/$name" --ram --transport tcp \
 			--join "$mgmt" --join-cred "$LODE_CREDENTIALS" "$@" >>"$dir/$name.log" 2>&1 &
 		jpid=$!
-		jaddr=127.0.0.1:$port
+		jaddr=$host:$port
 		for _ in $(seq 100); do
 			kill -0 "$jpid" 2>/dev/null || break
 			"$lode" --addr "$jaddr" --timeout 2000 status >/dev/null 2>&1 && return 0

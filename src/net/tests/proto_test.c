@@ -42,16 +42,18 @@ static const struct op_spec {
 	{NET_OP_SNAP_CREATE, "snap_create", NET_FLD_CONT | NET_FLD_EPOCH, 0},
 	{NET_OP_SNAP_DESTROY, "snap_destroy", NET_FLD_CONT | NET_FLD_EPOCH, 0},
 	{NET_OP_SNAP_LIST, "snap_list", NET_FLD_CONT | NET_FLD_MAX, 0},
-	{NET_OP_SV_UPDATE, "sv_update", K | NET_FLD_LEN | NET_FLD_BULK, 0},
+	{NET_OP_SV_UPDATE, "sv_update", K | NET_FLD_EPOCH | NET_FLD_LEN | NET_FLD_BULK, 0},
 	{NET_OP_SV_FETCH, "sv_fetch", K | NET_FLD_EPOCH | NET_FLD_LEN | NET_FLD_BULK, 0},
-	{NET_OP_ARR_UPDATE, "arr_update", K | NET_FLD_OFF | NET_FLD_LEN | NET_FLD_BULK, 0},
+	{NET_OP_ARR_UPDATE, "arr_update", K | NET_FLD_EPOCH | NET_FLD_OFF | NET_FLD_LEN | NET_FLD_BULK,
+	 0},
 	{NET_OP_ARR_FETCH, "arr_fetch", K | NET_FLD_EPOCH | NET_FLD_OFF | NET_FLD_LEN | NET_FLD_BULK,
 	 0},
 	{NET_OP_ARR_SIZE, "arr_size", K | NET_FLD_EPOCH, 0},
-	{NET_OP_OBJ_PUNCH, "obj_punch", NET_FLD_CONT | NET_FLD_OID, 0},
-	{NET_OP_DKEY_PUNCH, "dkey_punch", NET_FLD_CONT | NET_FLD_OID | NET_FLD_DKEY, 0},
-	{NET_OP_AKEY_PUNCH, "akey_punch", K, 0},
-	{NET_OP_ARR_PUNCH, "arr_punch", K | NET_FLD_OFF | NET_FLD_LEN, 0},
+	{NET_OP_OBJ_PUNCH, "obj_punch", NET_FLD_CONT | NET_FLD_OID | NET_FLD_EPOCH, 0},
+	{NET_OP_DKEY_PUNCH, "dkey_punch", NET_FLD_CONT | NET_FLD_OID | NET_FLD_DKEY | NET_FLD_EPOCH,
+	 0},
+	{NET_OP_AKEY_PUNCH, "akey_punch", K | NET_FLD_EPOCH, 0},
+	{NET_OP_ARR_PUNCH, "arr_punch", K | NET_FLD_EPOCH | NET_FLD_OFF | NET_FLD_LEN, 0},
 	{NET_OP_OBJ_LIST, "obj_list", NET_FLD_CONT | NET_FLD_EPOCH | NET_FLD_ANCHOR | NET_FLD_MAX, 1},
 	{NET_OP_DKEY_LIST, "dkey_list",
 	 NET_FLD_CONT | NET_FLD_OID | NET_FLD_EPOCH | NET_FLD_ANCHOR | NET_FLD_MAX, 1},
@@ -627,7 +629,7 @@ static int hdr_decode_len(const struct net_hdr *h, size_t len, struct net_hdr *o
 static void test_hdr_round_trip(void **state)
 {
 	static const uint8_t want[NET_HDR_SIZE] = {
-		'L', 'O', 'D', 'E', 0x02, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
+		'L', 'O', 'D', 'E', 0x03, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
 		0xe6, 0xff, 0xff, 0xff,
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x14, 0x13, 0x12, 0x11,
 		0x03, 0x00, 0x05, 0x00, 0x24, 0x23, 0x22, 0x21, 0x00, 0x00, 0x00, 0x00};
@@ -677,7 +679,7 @@ static void test_hdr_bad(void **state)
 	assert_int_equal(hdr_decode_len(&h, NET_HDR_SIZE, &got), -EPROTO);
 	h.magic = NET_BOOT_MAGIC;
 	assert_int_equal(hdr_decode_len(&h, NET_HDR_SIZE, &got), -EPROTO);
-	h.version = 2; /* a bad magic is reported before a bad version */
+	h.version = NET_VERSION - 1; /* a bad magic is reported before a bad version */
 	assert_int_equal(hdr_decode_len(&h, NET_HDR_SIZE, &got), -EPROTO);
 
 	h = hdr_fill(0, 0);
@@ -836,7 +838,7 @@ static void test_status(void **state)
 
 static void test_hello(void **state)
 {
-	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x02, 0x00, 0x00, 0x00};
+	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x03, 0x00, 0x00, 0x00};
 	uint8_t out[NET_HELLO_SIZE + 1], *c;
 
 	net_hello_encode(out);

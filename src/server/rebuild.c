@@ -1,0 +1,595 @@
+/*
+ * Rebuild: this engine's part in re-creating the shards of DOWN engines on
+ * the engines the map will assign them to once those engines are OUT.
+ *
+ * How the parts fit. The map the service publishes says which engines are
+ * DOWN; the map a rebuild ends in is the same map with them OUT (the
+ * service publishes it when every engine that is UP has reported done for
+ * this version, src/mgmt/engines.c). Placement keeps every member at home
+ * and gives each DOWN member a replacement (src/layout), so the copies to
+ * make are exactly: for each dkey, from a member that holds it to the
+ * replacement of each DOWN member of its group.
+ *
+ * Each engine copies the dkeys it holds as the group's first live member,
+ * so that each copy is made once. A thread of loded does it as a client:
+ * a liblode connection to the system (as the administrator of the
+ * credentials file), per pool and per container; on each of this engine's
+ * targets it lists objects, dkeys and akeys (requests to that one target),
+ * reads every value at the latest epoch and writes it to the replacement's
+ * target with NET_F_REBUILD at a low epoch: the last snapshot's + 1, or 1.
+ *
+ * Why a low epoch: clients keep writing while this runs, and a write goes to
+ * the replacements too (src/client/place.c, c->map_next), so a replacement
+ * holds every change made after its copy began. The copy lands beneath
+ * those versions, so it never hides a newer write or resurrects what a
+ * newer punch removed; reads at the latest epoch see the newest of both.
+ * What is lost: history. A snapshot taken before the rebuild reads nothing
+ * of a rebuilt shard (decision 0011).
+ *
+ * The report (rebuild_report) goes to the service with each heartbeat (or
+ * through the hosting service's hook): the map version, running or done,
+ * objects and bytes so far, the first error. A newer map starts the
+ * rebuild again for it; an error is reported and retried after a pause.
+ * Maps with DRAIN or NEW engines are left alone (their migrations are not
+ * built), so such an engine stays DRAIN or NEW, as before.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "layout/layout.h"
+#include "lode/errno.h"
+#include "lode/lode.h"
+#include "server/join.h"
+#include "server/rebuild.h"
+#include "server/srv.h"
+
+#define PIECE (1u << 20)      /* bytes of an array copied at once */
+#define RETRY_MS 2000         /* after a failed pass */
+#define DESTS_MAX LAYOUT_GROUP_MAX
+
+struct rebuild {
+	struct srv *s;
+	char addr[300];
+	char user[256], secret[512];
+	char cred[4300];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop, joined;
+	struct mgmt_rebuild_info info; /* under mu */
+};
+
+/* One pass over one map version. */
+struct pass {
+	struct rebuild *rb;
+	uint32_t version, self;
+	lode_conn_t *c;
+	lode_cont_t *ct;
+	lode_epoch_t epoch;        /* where copies land */
+	uint8_t *buf;              /* a value */
+	size_t cap;
+	uint8_t keys[64 << 10];    /* a batch of dkeys */
+	uint8_t akeys[64 << 10];   /* a batch of akeys */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool stopping(struct rebuild *rb)
+{
+	bool v;
+
+	pthread_mutex_lock(&rb->mu);
+	v = rb->stop;
+	pthread_mutex_unlock(&rb->mu);
+	return v;
+}
+
+/* Sleep up to ms, or until told to stop. */
+static void nap(struct rebuild *rb, unsigned ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&rb->mu);
+	if (!rb->stop)
+		pthread_cond_timedwait(&rb->cv, &rb->mu, &until);
+	pthread_mutex_unlock(&rb->mu);
+}
+
+static void count(struct rebuild *rb, uint64_t objects, uint64_t bytes)
+{
+	pthread_mutex_lock(&rb->mu);
+	rb->info.objects_done += objects;
+	if (rb->info.objects_total < rb->info.objects_done)
+		rb->info.objects_total = rb->info.objects_done;
+	rb->info.bytes_done += bytes;
+	if (rb->info.bytes_total < rb->info.bytes_done)
+		rb->info.bytes_total = rb->info.bytes_done;
+	pthread_mutex_unlock(&rb->mu);
+}
+
+/* ---- copying -------------------------------------------------------------------------- */
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static int buf_room(struct pass *p, size_t n)
+{
+	uint8_t *b;
+
+	if (n <= p->cap)
+		return 0;
+	if (!(b = realloc(p->buf, n)))
+		return -ENOMEM;
+	p->buf = b;
+	p->cap = n;
+	return 0;
+}
+
+/* An array akey: what reads back as data, piece by piece (holes stay holes). */
+static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
+		      const struct lode_key *k)
+{
+	struct conn_tgt_io sz = {.epoch = LODE_EPOCH_MAX};
+	int rc;
+
+	if ((rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, oid, k, &sz)) < 0)
+		return rc == -ENOENT ? 0 : rc;
+	if ((rc = buf_room(p, PIECE)) < 0)
+		return rc;
+	for (uint64_t off = 0; off < sz.val && !stopping(p->rb); off += PIECE) {
+		uint64_t n = sz.val - off < PIECE ? sz.val - off : PIECE;
+		struct conn_tgt_io rd = {.epoch = LODE_EPOCH_MAX, .off = off, .len = n,
+					 .in = p->buf, .cap = n};
+		struct conn_tgt_io wr = {.epoch = p->epoch, .off = off, .len = n,
+					 .out = p->buf, .rebuild = true};
+
+		if ((rc = conn_tgt_io(p->ct, src, NET_OP_ARR_FETCH, oid, k, &rd)) < 0) {
+			if (rc == -ENOENT)
+				return 0;
+			return rc;
+		}
+		if (all_zero(p->buf, n))
+			continue;
+		if ((rc = conn_tgt_io(p->ct, dst, NET_OP_ARR_UPDATE, oid, k, &wr)) < 0)
+			return rc;
+		count(p->rb, 0, n);
+	}
+	return 0;
+}
+
+/* One akey: a single value whole, or an array by pieces. */
+static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
+		     const struct lode_key *k)
+{
+	struct conn_tgt_io rd;
+	int rc;
+
+	if ((rc = buf_room(p, PIECE)) < 0)
+		return rc;
+	for (;;) {
+		rd = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->buf, .cap = p->cap};
+		rc = conn_tgt_io(p->ct, src, NET_OP_SV_FETCH, oid, k, &rd);
+		if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
+			break;
+		if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
+			return rc;
+	}
+	if (rc == -LODE_ETYPE)
+		return copy_array(p, src, dst, oid, k);
+	if (rc == -ENOENT)
+		return 0; /* punched meanwhile */
+	if (rc < 0)
+		return rc;
+	{
+		/* The reply's value is the length (the bytes may have come by RMA). */
+		size_t n = rd.val < p->cap ? (size_t)rd.val : p->cap;
+		struct conn_tgt_io wr = {.epoch = p->epoch, .out = p->buf, .len = n,
+					 .rebuild = true};
+
+		if ((rc = conn_tgt_io(p->ct, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
+			return rc;
+		count(p->rb, 0, n);
+	}
+	return 0;
+}
+
+/* The next key of a list reply, packed [u16 length][bytes] in buf[0..used) from *at: true and
+ * *key, *len set; false at the end. */
+static bool key_next(const uint8_t *buf, size_t used, size_t *at, const uint8_t **key,
+		     uint16_t *len)
+{
+	if (*at + 2 > used)
+		return false;
+	*len = (uint16_t)(buf[*at] | buf[*at + 1] << 8);
+	if (*at + 2 + *len > used)
+		return false;
+	*key = buf + *at + 2;
+	*at += 2 + (size_t)*len;
+	return true;
+}
+
+/* Every akey of one dkey, from src to dst. */
+static int copy_dkey(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
+		     const uint8_t *dkey, uint16_t dlen)
+{
+	struct lode_anchor an = {0};
+	struct lode_key dk = {dkey, dlen, NULL, 0};
+	int rc = 0;
+
+	while (!an.eof && rc == 0 && !stopping(p->rb)) {
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = p->akeys,
+					 .cap = sizeof(p->akeys)};
+
+		if ((rc = conn_tgt_io(p->ct, src, NET_OP_AKEY_LIST, oid, &dk, &io)) < 0)
+			return rc == -ENOENT ? 0 : rc;
+		{
+			const uint8_t *akey;
+			uint16_t alen;
+			size_t at = 0;
+
+			for (uint64_t i = 0; i < io.val && rc == 0 &&
+					     key_next(p->akeys, io.in_len, &at, &akey, &alen);
+			     i++) {
+				struct lode_key k = {dkey, dlen, akey, alen};
+
+				rc = copy_akey(p, src, dst, oid, &k);
+			}
+		}
+	}
+	return rc;
+}
+
+/* The dkeys of one object on our target (global t, local tl) that we copy. */
+static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid oid)
+{
+	struct layout_class cls;
+	struct lode_anchor an = {0};
+	int rc = 0;
+
+	if (conn_obj_class(p->ct, oid, &cls) < 0)
+		return 0; /* no class we place by (EC is not on the I/O path) */
+	while (!an.eof && rc == 0 && !stopping(p->rb)) {
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = p->keys,
+					 .cap = sizeof(p->keys)};
+
+		if ((rc = conn_tgt_io(p->ct, t, NET_OP_DKEY_LIST, oid, NULL, &io)) < 0)
+			return rc == -ENOENT ? 0 : rc;
+		{
+			const uint8_t *dkey;
+			uint16_t dlen;
+			size_t at = 0;
+
+			for (uint64_t i = 0; i < io.val && rc == 0 &&
+					     key_next(p->keys, io.in_len, &at, &dkey, &dlen);
+			     i++) {
+				unsigned dst[DESTS_MAX];
+				int n = conn_rebuild_dests(p->c, &cls, oid, conn_dkey_hash(dkey, dlen),
+							   p->self, tl, dst, DESTS_MAX);
+
+				if (n < 0)
+					rc = n;
+				for (int d = 0; d < n && rc == 0; d++)
+					rc = copy_dkey(p, t, dst[d], oid, dkey, dlen);
+			}
+		}
+	}
+	if (rc == 0)
+		count(p->rb, 1, 0);
+	return rc;
+}
+
+/* Every object of the open container on each of our targets. */
+static int scan_container(struct pass *p)
+{
+	unsigned first, n;
+	uint8_t raw[16 * 256];
+	int rc = 0;
+
+	if (conn_engine_targets(p->c, p->self, &first, &n) < 0)
+		return -EHOSTDOWN; /* we are not connected to ourselves */
+	for (unsigned t = first; t < first + n && rc == 0; t++) {
+		struct lode_anchor an = {0};
+
+		while (!an.eof && rc == 0 && !stopping(p->rb)) {
+			struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = raw,
+						 .cap = sizeof(raw)};
+
+			if ((rc = conn_tgt_io(p->ct, t, NET_OP_OBJ_LIST, (struct lode_oid){0, 0}, NULL,
+					      &io)) < 0)
+				break;
+			for (uint64_t i = 0; i < io.val && (i + 1) * 16 <= io.in_len && rc == 0; i++) {
+				struct lode_oid oid = {0, 0};
+
+				for (unsigned b = 0; b < 8; b++) {
+					oid.hi |= (uint64_t)raw[16 * i + b] << (8 * b);
+					oid.lo |= (uint64_t)raw[16 * i + 8 + b] << (8 * b);
+				}
+				rc = scan_object(p, t, (uint16_t)(t - first), oid);
+			}
+		}
+	}
+	return rc;
+}
+
+/* ---- a pass -------------------------------------------------------------------------- */
+
+/* Until c has map version v: 0; -EAGAIN when it has a newer one; -ETIMEDOUT. */
+static int map_ready(struct rebuild *rb, lode_conn_t *c, uint32_t v)
+{
+	for (int i = 0; i < 500 && !stopping(rb); i++) {
+		uint32_t have = conn_map_version(c);
+
+		if (have == v)
+			return 0;
+		if (have > v)
+			return -EAGAIN;
+		conn_map_wake(c, v);
+		nap(rb, 20);
+	}
+	return -ETIMEDOUT;
+}
+
+static int connect_pool(struct rebuild *rb, const char *pool, uint32_t v, lode_conn_t **out)
+{
+	struct lode_conn_opts o = {
+		.transport = (rb->s->transports & NET_TP_RDMA) ? "rdma" : "tcp",
+		.user = rb->user,
+		.secret = rb->secret,
+		.pool = pool,
+	};
+	int rc;
+
+	if ((rc = lode_connect(rb->addr, &o, out)) < 0)
+		return rc;
+	if ((rc = map_ready(rb, *out, v)) < 0) {
+		lode_disconnect(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/* Every container of one pool. */
+static int scan_pool(struct pass *p)
+{
+	char (*labels)[LODE_LABEL_MAX + 1] = calloc(4096, sizeof(*labels));
+	int n, rc = 0;
+
+	if (!labels)
+		return -ENOMEM;
+	if ((n = lode_cont_list(p->c, labels, 4096)) < 0)
+		rc = n;
+	for (int i = 0; i < n && rc == 0 && !stopping(p->rb); i++) {
+		lode_epoch_t snaps[256];
+		int ns;
+
+		if ((rc = lode_cont_open(p->c, labels[i], &p->ct)) < 0) {
+			if (rc == -ENOENT)
+				rc = 0; /* destroyed meanwhile */
+			continue;
+		}
+		/* Beneath every version written since the rebuild began; above the
+		 * snapshots, whose history a copy does not carry. */
+		p->epoch = 1;
+		ns = lode_snap_list(p->ct, snaps, 256);
+		for (int s = 0; s < ns; s++)
+			if (snaps[s] >= p->epoch)
+				p->epoch = snaps[s] + 1;
+		rc = scan_container(p);
+		lode_cont_close(p->ct);
+		p->ct = NULL;
+	}
+	free(labels);
+	return rc;
+}
+
+/*
+ * What this engine does for map version v: 1 when there is nothing to
+ * rebuild (no DOWN engine or target), 0 when it rebuilt its part, -EAGAIN
+ * when a newer map came or the map is one this code leaves alone (DRAIN,
+ * NEW: nothing is reported for it), else an error.
+ */
+static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
+{
+	struct pass *p = calloc(1, sizeof(*p));
+	lode_conn_t *c0 = NULL;
+	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
+	Lode__Mgmt__V1__PoolList *pools = NULL;
+	uint64_t used = 0;
+	double share = 0;
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	p->rb = rb;
+	p->version = v;
+	p->self = self;
+	if ((rc = connect_pool(rb, NULL, v, &c0)) < 0)
+		goto out;
+	if ((rc = conn_rebuild_due(c0, self, &share)) <= 0) {
+		rc = rc == 0 ? 1 : rc;
+		goto out;
+	}
+	for (unsigned i = 0; i < rb->s->ntargets; i++) {
+		struct srv_tgt_info ti;
+
+		srv_tgt_info(rb->s, i, &ti);
+		used += ti.used;
+	}
+	pthread_mutex_lock(&rb->mu);
+	memset(&rb->info, 0, sizeof(rb->info));
+	rb->info.map_version = v;
+	rb->info.running = true;
+	rb->info.started_unix_ms = now_ms();
+	rb->info.bytes_total = (uint64_t)((double)used * (share > 1 ? 1 : share));
+	pthread_mutex_unlock(&rb->mu);
+	srv_log("rebuild for pool map version %u: started", v);
+	rc = conn_mgmt_call(c0, "/lode.mgmt.v1.Mgmt/PoolListAll", &req.base,
+			    &lode__mgmt__v1__pool_list__descriptor, (ProtobufCMessage **)&pools,
+			    -ENOENT);
+	for (size_t i = 0; rc == 0 && pools && i < pools->n_pools && !stopping(rb); i++) {
+		const char *label = pools->pools[i]->label;
+		bool own = strcmp(label, conn_pool(c0)) == 0;
+
+		p->c = own ? c0 : NULL;
+		if (!own && (rc = connect_pool(rb, label, v, &p->c)) < 0)
+			break;
+		rc = scan_pool(p);
+		if (!own)
+			lode_disconnect(p->c);
+		p->c = NULL;
+	}
+	if (rc == 0 && stopping(rb))
+		rc = -ECANCELED;
+	if (rc == 0 && conn_map_version(c0) != v)
+		rc = -EAGAIN; /* the map moved under us: the copies may be for the old one */
+out:
+	if (pools)
+		protobuf_c_message_free_unpacked(&pools->base, NULL);
+	if (c0)
+		lode_disconnect(c0);
+	free(p->buf);
+	free(p);
+	return rc;
+}
+
+static void *rb_main(void *arg)
+{
+	struct rebuild *rb = arg;
+	uint32_t done = 0, failed = 0;
+	int failed_rc = 0;
+
+	pthread_setname_np(pthread_self(), "loded-rebuild");
+	while (!stopping(rb)) {
+		uint32_t v = atomic_load(&rb->s->map_ver);
+		int64_t self = atomic_load(&rb->s->engine_id);
+		int rc;
+
+		if (!rb->user[0] || v == 0 || v == done || self < 0 || atomic_load(&rb->s->fenced)) {
+			nap(rb, 200);
+			continue;
+		}
+		rc = pass_run(rb, v, (uint32_t)self);
+		pthread_mutex_lock(&rb->mu);
+		if (rc >= 0) {
+			if (rc == 1) {
+				memset(&rb->info, 0, sizeof(rb->info));
+				rb->info.started_unix_ms = now_ms();
+			}
+			rb->info.map_version = v;
+			rb->info.running = false;
+			rb->info.errno_value = 0;
+			rb->info.finished_unix_ms = now_ms();
+			done = v;
+		} else if (rc != -EAGAIN && rc != -ECANCELED) {
+			rb->info.map_version = v;
+			rb->info.running = false;
+			rb->info.errno_value = rc;
+		}
+		pthread_mutex_unlock(&rb->mu);
+		if (rc == 0)
+			srv_log("rebuild for pool map version %u: done, %llu objects, %llu bytes", v,
+				(unsigned long long)rb->info.objects_done,
+				(unsigned long long)rb->info.bytes_done);
+		else if (rc < 0 && rc != -EAGAIN && rc != -ECANCELED &&
+			 (v != failed || rc != failed_rc)) {
+			/* Once per version and error: it is retried every few seconds. */
+			srv_log("rebuild for pool map version %u: %s; trying again", v,
+				rc == -ENOSPC ? "too few engines left to place every replica"
+					      : lode_strerror(rc));
+			failed = v;
+			failed_rc = rc;
+		}
+		if (rc < 0)
+			nap(rb, rc == -EAGAIN ? 200 : RETRY_MS);
+	}
+	return NULL;
+}
+
+int rebuild_start(struct srv *s, const char *addr, const char *cred, struct rebuild **out)
+{
+	struct rebuild *rb = calloc(1, sizeof(*rb));
+	char msg[512];
+	int rc;
+
+	if (!rb)
+		return -ENOMEM;
+	rb->s = s;
+	snprintf(rb->addr, sizeof(rb->addr), "%s", addr);
+	snprintf(rb->cred, sizeof(rb->cred), "%s", cred);
+	if ((rc = srv_cred_read(cred, rb->user, sizeof(rb->user), rb->secret, sizeof(rb->secret),
+				msg, sizeof(msg))) < 0) {
+		srv_log("rebuild: %s: this engine will not rebuild", msg);
+		rb->user[0] = 0;
+	}
+	pthread_mutex_init(&rb->mu, NULL);
+	pthread_cond_init(&rb->cv, NULL);
+	if (pthread_create(&rb->thread, NULL, rb_main, rb) != 0) {
+		pthread_mutex_destroy(&rb->mu);
+		pthread_cond_destroy(&rb->cv);
+		free(rb);
+		return -EAGAIN;
+	}
+	*out = rb;
+	return 0;
+}
+
+void rebuild_stop(struct rebuild *rb)
+{
+	bool joined;
+
+	if (!rb)
+		return;
+	pthread_mutex_lock(&rb->mu);
+	rb->stop = true;
+	joined = rb->joined;
+	rb->joined = true;
+	pthread_cond_broadcast(&rb->cv);
+	pthread_mutex_unlock(&rb->mu);
+	if (!joined)
+		pthread_join(rb->thread, NULL);
+}
+
+void rebuild_free(struct rebuild *rb)
+{
+	if (!rb)
+		return;
+	rebuild_stop(rb);
+	pthread_mutex_destroy(&rb->mu);
+	pthread_cond_destroy(&rb->cv);
+	explicit_bzero(rb->secret, sizeof(rb->secret));
+	free(rb);
+}
+
+void rebuild_report(struct rebuild *rb, struct mgmt_rebuild_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!rb)
+		return;
+	pthread_mutex_lock(&rb->mu);
+	*out = rb->info;
+	pthread_mutex_unlock(&rb->mu);
+}
