@@ -98,7 +98,12 @@ wait_for() { # wait_for SECONDS COMMAND...: true as soon as COMMAND is
 }
 not_mounted() { [ -z "$(mounted)" ]; }
 is_mounted() { [ -n "$(mounted)" ]; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# gone PID: exited (a zombie waiting for its reaper, pid 1, counts: that can take seconds here)
+gone() {
+	local st
+	st=$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
+	[ -z "$st" ] || [ "$st" = Z ]
+}
 log_tail() { [ -f "$dir/fuse.log" ] && tail -20 "$dir/fuse.log" | sed 's/^/    log: /'; }
 
 # ---- a loded of our own, on a port nobody answers on ----

@@ -226,9 +226,16 @@ static bool dispatch(struct lfuse_poller *p)
 {
 	struct work *w = p->w;
 	const struct fuse_in_header *h = w->buf.mem;
+	bool idle;
 
-	if (w->buf.size < sizeof(*h) || h->opcode == FUSE_READ || h->opcode == FUSE_WRITE ||
-	    h->opcode == FUSE_GETXATTR || h->opcode == FUSE_GETATTR ||
+	/* Nothing else going on (no I/O in flight here, no worker busy): serve
+	 * it here, which spares a worker's wake-up (a single-threaded create
+	 * loop ran at 3.6K/s handed off, 6K/s in place). */
+	pthread_mutex_lock(&p->pool->mu);
+	idle = !p->inflight && p->pool->idle == p->pool->workers && !p->pool->queued;
+	pthread_mutex_unlock(&p->pool->mu);
+	if (idle || w->buf.size < sizeof(*h) || h->opcode == FUSE_READ ||
+	    h->opcode == FUSE_WRITE || h->opcode == FUSE_GETXATTR || h->opcode == FUSE_GETATTR ||
 	    h->opcode == FUSE_FORGET || h->opcode == FUSE_BATCH_FORGET ||
 	    h->opcode == FUSE_INTERRUPT) {
 		fuse_session_process_buf(p->lf->se, &w->buf);

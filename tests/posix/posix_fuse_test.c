@@ -149,10 +149,29 @@ static pid_t daemon_pid(void)
 }
 
 /* After the unmount the daemon must go by itself (it is not our child: poll). */
+/* Whether pid has exited: gone, or a zombie waiting for its reaper (pid 1,
+ * which can take seconds here to reap an orphaned daemon). */
+static bool pid_exited(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return true;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* "pid (comm) S ...": the state follows the last ')' */
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'Z';
+}
+
 static int daemon_wait_gone(pid_t pid)
 {
 	for (int i = 0; pid > 0 && i < 200; i++) {
-		if (kill(pid, 0) < 0 && errno == ESRCH)
+		if (pid_exited(pid))
 			return 0;
 		sleep_ms(50);
 	}

@@ -311,16 +311,23 @@ run "earlier copies unchanged at the end" check_final
 sanitizer_clean() {
 	! grep -E "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$@"
 }
+# running PID: it exists and is not a zombie (an exited daemon waits for
+# its reaper, pid 1, which can take seconds here).
+running() {
+	local st
+	st=$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
 check_unmount() {
 	local fpid i
 	fpid=$(cat "$dir/fuse.pid" 2>/dev/null)
 	fusermount3 -u "$mnt" || return 1
 	mounted=
 	for i in $(seq 100); do
-		[ -n "$fpid" ] && kill -0 "$fpid" 2>/dev/null || break
+		[ -n "$fpid" ] && running "$fpid" || break
 		sleep 0.1
 	done
-	if [ -n "$fpid" ] && kill -0 "$fpid" 2>/dev/null; then
+	if [ -n "$fpid" ] && running "$fpid"; then
 		echo "lode-fuse (pid $fpid) still runs 10 s after the unmount"
 		return 1
 	fi

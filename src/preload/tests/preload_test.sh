@@ -81,7 +81,12 @@ bad() {
 	echo "FAIL $*"
 	nbad=$((nbad + 1))
 }
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# gone PID: exited (a zombie waiting for its reaper, pid 1, counts: that can take seconds here)
+gone() {
+	local st
+	st=$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null)
+	[ -z "$st" ] || [ "$st" = Z ]
+}
 wait_for() { # wait_for SECONDS COMMAND...: true as soon as COMMAND is
 	local n=$(($1 * 10))
 	shift
