@@ -31,20 +31,6 @@ A() { "$lode" --addr "$a_addr" "$@"; }
 
 join() { loded_join "$@"; }
 
-# engine_state ID: the state `lode system engines` shows for engine ID
-engine_state() {
-	A system engines 2>/dev/null | awk -v id="$1" '$1 == id { print $3 }'
-}
-# wait_state NAME ID STATE SECONDS: until engine ID is in STATE
-wait_state() {
-	local i
-	for i in $(seq $(($4 * 10))); do
-		[ "$(engine_state "$2")" = "$3" ] && { echo "ok   $1"; pass=$((pass + 1)); return; }
-		sleep 0.1
-	done
-	failed "$1: engine $2 is '$(engine_state "$2")', expected $3"
-	A system engines
-}
 map_version() { "$lode" --addr "$1" status --json | sed -n 's/.*"map_version":\([0-9]*\).*/\1/p'; }
 
 # ---- two engines join ----

@@ -30,17 +30,6 @@ mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
 A() { "$lode" --addr "$a_addr" "$@"; }
 
 join() { loded_join "$@"; }
-engine_state() {
-	A system engines 2>/dev/null | awk -v id="$1" '$1 == id { print $3 }'
-}
-wait_state() { # wait_state ID STATE SECONDS
-	local i
-	for i in $(seq $(($3 * 10))); do
-		[ "$(engine_state "$1")" = "$2" ] && return 0
-		sleep 0.1
-	done
-	failed "engine $1 is '$(engine_state "$1")', expected $2"
-}
 
 join b
 b_pid=$jpid
@@ -48,8 +37,8 @@ pids+=("$b_pid")
 join c --targets 3
 c_pid=$jpid
 pids+=("$c_pid")
-wait_state 1 UP 5
-wait_state 2 UP 5
+wait_state "engine b joins UP" 1 UP 5
+wait_state "engine c joins UP" 2 UP 5
 
 for cls in S1 S2 SX RP_2 RP_3; do
 	A cont create "c$cls" --class "$cls" >/dev/null || failed "cont create --class $cls"
@@ -72,7 +61,7 @@ rc=$?
 cat "$dir/stream.out"
 [ "$rc" -eq 0 ] || failed "RP_2 stream across kill -9 exited $rc"
 n=$(sed -n 's/^count //p' "$dir/stream.out")
-wait_state 2 DOWN 10
+wait_state "killed c is DOWN" 2 DOWN 10
 check "RP_2 reads back degraded from a new connection" 0 "$client" verify "$a_addr" cRP_2 "${n:-1}"
 check "S1 on the dead engine fails fast with -EHOSTDOWN" 0 "$client" s1dead "$a_addr" cS1 40
 cat "$dir/out"

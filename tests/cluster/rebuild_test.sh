@@ -29,16 +29,6 @@ loded_start --ram --transport tcp --targets 2 "${HB[@]}"
 a_addr=$addr
 mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
 A() { "$lode" --addr "$a_addr" "$@"; }
-engine_state() { A system engines 2>/dev/null | awk -v id="$1" '$1 == id { print $3 }'; }
-wait_state() { # wait_state NAME ID STATE SECONDS
-	local i
-	for i in $(seq $(($4 * 10))); do
-		[ "$(engine_state "$2")" = "$3" ] && { echo "ok   $1"; pass=$((pass + 1)); return 0; }
-		sleep 0.1
-	done
-	failed "$1: engine $2 is '$(engine_state "$2")', expected $3"
-	return 1
-}
 
 loded_join b --targets 2
 b_pid=$jpid

@@ -68,3 +68,23 @@ loded_join() {
 	cat "$dir/$name.log"
 	exit 1
 }
+
+# engine_state ID: engine ID's state in `lode system engines`, as the
+# engine at $a_addr (the service's host) reports it; nothing if unknown.
+engine_state() {
+	"$lode" --addr "$a_addr" system engines 2>/dev/null | awk -v id="$1" '$1 == id { print $3 }'
+}
+
+# wait_state NAME ID STATE SECONDS: a check (check.sh) named NAME that
+# engine ID reaches STATE within SECONDS; on failure it shows every engine.
+# Returns 0 when it did.
+wait_state() {
+	local i
+	for i in $(seq $(($4 * 10))); do
+		[ "$(engine_state "$2")" = "$3" ] && { echo "ok   $1"; pass=$((pass + 1)); return 0; }
+		sleep 0.1
+	done
+	failed "$1: engine $2 is '$(engine_state "$2")', expected $3"
+	"$lode" --addr "$a_addr" system engines
+	return 1
+}
