@@ -162,10 +162,25 @@ static struct creq *shadow_new(struct creq *leader, unsigned member, unsigned tg
 }
 
 /*
+ * The group of (r's object, dkey) in c->map_next, placed at the first need
+ * only (a rebuild runs and a member is DOWN): NULL when there is none.
+ * *have says whether g2 holds it already.
+ */
+static const struct layout_group *next_group(lode_conn_t *c, const struct creq *r,
+					     const struct layout_class *cls,
+					     struct layout_group *g2, bool *have)
+{
+	if (!*have && c->map_next &&
+	    layout_dkey_place(c->map_next, r->a.oid, cls, r->dkey_hash, g2) == 0)
+		*have = true;
+	return *have ? g2 : NULL;
+}
+
+/*
  * The replacement of g's DOWN member i while a rebuild runs: its global
  * target in *t, 0; -ENOENT when there is none to write to (no rebuild, or
  * it lands where another member is); -EHOSTDOWN when it cannot be reached.
- * g2 is the group in c->map_next, placed by the caller once.
+ * g2 is the group in c->map_next (NULL: none).
  */
 static int spare_target(lode_conn_t *c, const struct layout_group *g,
 			const struct layout_group *g2, unsigned i, int *t)
@@ -192,14 +207,12 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		return -EINVAL;
 	if ((rc = layout_dkey_place(c->map, r->a.oid, &cls, r->dkey_hash, &g)) < 0)
 		return rc;
-	if (r->write && c->map_next &&
-	    layout_dkey_place(c->map_next, r->a.oid, &cls, r->dkey_hash, &g2) == 0)
-		have_g2 = true;
 	if (r->leader || r->spread) {
 		/* A member placed again (a stale map): the same member of the
 		 * group in the new map (a spare: of the rebuild's), or lost. */
 		if (r->spare) {
-			if (spare_target(c, &g, have_g2 ? &g2 : NULL, r->member, &t) < 0)
+			if (spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), r->member,
+					 &t) < 0)
 				return -EHOSTDOWN;
 		} else if (r->member >= g.size || (t = member_target(c, &g, r->member)) < 0) {
 			return -EHOSTDOWN;
@@ -227,7 +240,8 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 			continue; /* the leader, or a member it skipped (counted above) */
 		if (g.shard[i].down) {
 			/* A DOWN member: its replacement, while a rebuild runs. */
-			if ((rc = spare_target(c, &g, have_g2 ? &g2 : NULL, i, &t)) == -ENOENT)
+			rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t);
+			if (rc == -ENOENT)
 				continue;
 			if (rc < 0) {
 				r->lost_up = true; /* the map has it UP: wait for one that says */

@@ -217,87 +217,90 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 	return 0;
 }
 
-/* The next key of a list reply, packed [u16 length][bytes] in buf[0..used) from *at: true and
- * *key, *len set; false at the end. */
-static bool key_next(const uint8_t *buf, size_t used, size_t *at, const uint8_t **key,
-		     uint16_t *len)
-{
-	if (*at + 2 > used)
-		return false;
-	*len = (uint16_t)(buf[*at] | buf[*at + 1] << 8);
-	if (*at + 2 + *len > used)
-		return false;
-	*key = buf + *at + 2;
-	*at += 2 + (size_t)*len;
-	return true;
-}
+/*
+ * Every key a list op (NET_OP_DKEY_LIST of oid, k NULL; NET_OP_AKEY_LIST
+ * under k's dkey) finds on target tgt, batch by batch into buf, each given
+ * to fn until one fails. Keys come packed as [u16 length][bytes]. A list
+ * that finds the object or dkey gone is empty.
+ */
+struct keys_walk {
+	struct pass *p;
+	unsigned tgt;
+	struct lode_oid oid;
+	uint8_t *buf;
+	size_t cap;
+	int (*fn)(struct keys_walk *w, const uint8_t *key, uint16_t len);
+	/* fn's */
+	const struct layout_class *cls;
+	const uint8_t *dkey;
+	uint16_t dlen, local;
+	unsigned dst;
+};
 
-/* Every akey of one dkey, from src to dst. */
-static int copy_dkey(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
-		     const uint8_t *dkey, uint16_t dlen)
+static int keys_each(struct keys_walk *w, uint16_t op, const struct lode_key *k)
 {
 	struct lode_anchor an = {0};
-	struct lode_key dk = {dkey, dlen, NULL, 0};
 	int rc = 0;
 
-	while (!an.eof && rc == 0 && !stopping(p->rb)) {
-		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = p->akeys,
-					 .cap = sizeof(p->akeys)};
+	while (!an.eof && rc == 0 && !stopping(w->p->rb)) {
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = w->buf,
+					 .cap = w->cap};
+		size_t at = 0;
 
-		if ((rc = conn_tgt_io(p->ct, src, NET_OP_AKEY_LIST, oid, &dk, &io)) < 0)
+		if ((rc = conn_tgt_io(w->p->ct, w->tgt, op, w->oid, k, &io)) < 0)
 			return rc == -ENOENT ? 0 : rc;
-		{
-			const uint8_t *akey;
-			uint16_t alen;
-			size_t at = 0;
+		for (uint64_t i = 0; i < io.val && rc == 0 && at + 2 <= io.in_len; i++) {
+			uint16_t len = (uint16_t)(w->buf[at] | w->buf[at + 1] << 8);
 
-			for (uint64_t i = 0; i < io.val && rc == 0 &&
-					     key_next(p->akeys, io.in_len, &at, &akey, &alen);
-			     i++) {
-				struct lode_key k = {dkey, dlen, akey, alen};
-
-				rc = copy_akey(p, src, dst, oid, &k);
-			}
+			if (at + 2 + len > io.in_len)
+				return -EPROTO;
+			rc = w->fn(w, w->buf + at + 2, len);
+			at += 2 + (size_t)len;
 		}
 	}
 	return rc;
+}
+
+/* An akey of w->dkey: copy it to w->dst. */
+static int akey_copy(struct keys_walk *w, const uint8_t *akey, uint16_t alen)
+{
+	struct lode_key k = {w->dkey, w->dlen, akey, alen};
+
+	return copy_akey(w->p, w->tgt, w->dst, w->oid, &k);
+}
+
+/* A dkey of w->oid: copy every akey to each replacement we are to fill. */
+static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
+{
+	struct keys_walk aw = {.p = w->p, .tgt = w->tgt, .oid = w->oid, .buf = w->p->akeys,
+			       .cap = sizeof(w->p->akeys), .fn = akey_copy};
+	struct lode_key dk = {dkey, dlen, NULL, 0};
+	unsigned dst[DESTS_MAX];
+	int n = conn_rebuild_dests(w->p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), w->p->self,
+				   w->local, dst, DESTS_MAX), rc = 0;
+
+	aw.dkey = dkey;
+	aw.dlen = dlen;
+	for (int d = 0; d < n && rc == 0; d++) {
+		aw.dst = dst[d];
+		rc = keys_each(&aw, NET_OP_AKEY_LIST, &dk);
+	}
+	return n < 0 ? n : rc;
 }
 
 /* The dkeys of one object on our target (global t, local tl) that we copy. */
 static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid oid)
 {
 	struct layout_class cls;
-	struct lode_anchor an = {0};
-	int rc = 0;
+	struct keys_walk w = {.p = p, .tgt = t, .oid = oid, .buf = p->keys, .cap = sizeof(p->keys),
+			      .fn = dkey_copy};
+	int rc;
 
 	if (conn_obj_class(p->ct, oid, &cls) < 0)
 		return 0; /* no class we place by (EC is not on the I/O path) */
-	while (!an.eof && rc == 0 && !stopping(p->rb)) {
-		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = p->keys,
-					 .cap = sizeof(p->keys)};
-
-		if ((rc = conn_tgt_io(p->ct, t, NET_OP_DKEY_LIST, oid, NULL, &io)) < 0)
-			return rc == -ENOENT ? 0 : rc;
-		{
-			const uint8_t *dkey;
-			uint16_t dlen;
-			size_t at = 0;
-
-			for (uint64_t i = 0; i < io.val && rc == 0 &&
-					     key_next(p->keys, io.in_len, &at, &dkey, &dlen);
-			     i++) {
-				unsigned dst[DESTS_MAX];
-				int n = conn_rebuild_dests(p->c, &cls, oid, conn_dkey_hash(dkey, dlen),
-							   p->self, tl, dst, DESTS_MAX);
-
-				if (n < 0)
-					rc = n;
-				for (int d = 0; d < n && rc == 0; d++)
-					rc = copy_dkey(p, t, dst[d], oid, dkey, dlen);
-			}
-		}
-	}
-	if (rc == 0)
+	w.cls = &cls;
+	w.local = tl;
+	if ((rc = keys_each(&w, NET_OP_DKEY_LIST, NULL)) == 0)
 		count(p->rb, 1, 0);
 	return rc;
 }
