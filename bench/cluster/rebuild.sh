@@ -52,38 +52,12 @@ bench_need python3 || exit 2
 mkdir -p "$OUT"
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} LODE_TIMEOUT_MS=${LODE_TIMEOUT_MS:-10000}
 
-PIDS=()
-stop_all() {
-	local p
-	for p in "${PIDS[@]}"; do
-		BENCH_LODED_PID=$p
-		bench_loded_stop
-	done
-	PIDS=()
-	BENCH_LODED_PID=
-}
+# shellcheck source=bench/cluster/lib.sh
+. "$ROOT/bench/cluster/lib.sh"
 trap 'stop_all; rm -rf "${WORK:-/nonexistent}"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-state() { "$LODE" --addr "$A" --timeout 2000 system engines 2>/dev/null | awk -v id="$1" '$1 == id { print $3 }'; }
-wait_state() { # wait_state ID STATE SECONDS
-	for _ in $(seq 1 $(($3 * 50))); do
-		[ "$(state "$1")" = "$2" ] && return 0
-		sleep 0.02
-	done
-	echo "rebuild.sh: engine $1 is '$(state "$1")' after $3 s, expected $2" >&2
-	return 1
-}
-start() { # start NAME ADDR LODED_ARG...
-	local name=$1 addr=$2
-	shift 2
-	BENCH_LODED_PID=
-	bench_loded_start "$LODED" "$LODE" "$addr" "$dir/$name.log" --path "$WORK/$name" --ram \
-		--capacity 2G --targets 2 --transport tcp "$@" || return 1
-	PIDS+=("$BENCH_LODED_PID")
-	BENCH_LODED_PID=
-}
 
 FAILED=0
 : >"$OUT/runs.tsv"

@@ -363,6 +363,12 @@ static void req_unlink(struct creq *r)
 
 static void req_maybe_finish(struct creq *r);
 
+/* Whether r is a write to a whole group: it leads the shadows of the others. */
+static bool group_write(const struct creq *r)
+{
+	return r->placed && r->write && !r->leader && !r->pinned;
+}
+
 /* Count a member's result into its write's leader l. */
 static void member_count(struct creq *l, int rc)
 {
@@ -441,8 +447,7 @@ static bool req_park(struct creq *r)
 		 * the reason gone, and is placed whole again. The timeout bounds
 		 * the wait.
 		 */
-		if (!r->placed || !r->write || r->leader || r->shadow_rc ||
-		    !(r->lost_up || r->lost_rc))
+		if (!group_write(r) || r->shadow_rc || !(r->lost_up || r->lost_rc))
 			return false;
 		r->val = atomic_load(&c->map_ver) + 1;
 	}
@@ -477,7 +482,7 @@ static bool req_retry(struct creq *r)
 	lode_conn_t *c = r->c;
 	int rc = r->rc;
 
-	if (!r->placed || r->write || r->final || r->orphans || c->failed ||
+	if (!r->placed || r->write || r->pinned || r->final || r->orphans || c->failed ||
 	    (rc != -EHOSTDOWN && rc != -LODE_EFENCED && rc != -ETIMEDOUT))
 		return false;
 	req_reset(r);
@@ -514,11 +519,11 @@ static void req_maybe_finish(struct creq *r)
 		return;
 	if (r->rc == -LODE_EFENCED)
 		conn_map_wake(r->c, atomic_load(&r->c->map_ver) + 1); /* its state may have changed */
-	if (r->placed && r->write && !r->leader && r->rc != -LODE_ESTALEMAP)
+	if (group_write(r) && r->rc != -LODE_ESTALEMAP)
 		member_count(r, r->rc); /* the leader's own answer, before parking looks */
 	if (req_park(r) || req_retry(r))
 		return;
-	if (r->placed && r->write && !r->leader)
+	if (group_write(r))
 		req_write_result(r);
 	req_finish(r);
 }
@@ -895,7 +900,7 @@ static void check_timeouts(lode_conn_t *c)
 
 			*pp = r->next;
 			r->next = NULL;
-			if (r->placed && r->write && !r->leader && (r->lost_up || r->lost_rc)) {
+			if (group_write(r) && (r->lost_up || r->lost_rc)) {
 				/* No map said the missing member is DOWN in time: the
 				 * write fails with why that member did not take it. */
 				rc = r->lost_rc ? r->lost_rc : -EHOSTDOWN;

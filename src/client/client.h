@@ -66,6 +66,8 @@ struct creq {
 	uint8_t member;           /* the member of the group this request went to */
 	bool spare;               /* a shadow to the rebuild's replacement of member (place.c) */
 	bool rebuild;             /* sent with NET_F_REBUILD: its epoch is the one in a */
+	bool pinned;              /* goes to member and no other: no shadows, no moving on (EC cells) */
+	bool wrap;                /* a read that began past member 0 moves on to it after the last */
 	uint64_t dkey_hash;
 	/* A write to a replicated group: the request to the first live member
 	 * leads, with one shadow per other live member; it completes when they
@@ -390,8 +392,7 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 
 /*
  * The class an object places by: its own, ct's for class 0, S1 for the
- * CLI's name index (0xff). Errors: -EINVAL (no class), -EOPNOTSUPP (EC:
- * not on the I/O path yet).
+ * CLI's name index (0xff). Errors: -EINVAL (no class).
  */
 int conn_obj_class(const lode_cont_t *ct, struct lode_oid oid, struct layout_class *cls);
 
@@ -428,6 +429,35 @@ void conn_map_wake(lode_conn_t *c, uint32_t want);
  * and enumeration skip the others), and the first such target (0 if none). */
 bool conn_target_live(lode_conn_t *c, unsigned t);
 unsigned conn_target_first(lode_conn_t *c);
+
+/* ---- erasure-coded byte arrays (ec_io.c) ---- */
+
+/* Bytes of one cell of a stripe: member c holds cell c of every stripe. */
+#define EC_IO_CELL (64u << 10)
+
+/* A request on (oid, k) in ct, placed at submit (objects.c's, for ec_io.c);
+ * and a value going out or coming in, inline or by RMA. */
+struct creq *conn_key_req(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
+			  const struct lode_key *k);
+int conn_value_out(struct creq *r, const void *buf, size_t len);
+int conn_value_in(struct creq *r, void *buf, size_t cap);
+
+/*
+ * The byte array at k of an object of EC class cls, as lode_obj_write,
+ * lode_obj_read (holes: nothing there reads as zeros, not -ENOENT),
+ * lode_range_punch and lode_obj_size take it; synchronous. Beyond theirs,
+ * errors: -EIO (more than p members lost), -EHOSTDOWN (a member did not
+ * take a write and no map said it is DOWN within the timeout).
+ */
+int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		  const struct lode_key *k, uint64_t off, const void *buf, uint32_t len);
+int conn_ec_read(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		 lode_epoch_t epoch, const struct lode_key *k, uint64_t off, void *buf,
+		 uint32_t len, bool holes);
+int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		  const struct lode_key *k, uint64_t off, uint64_t len);
+int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		 lode_epoch_t epoch, const struct lode_key *k, uint64_t *size_out);
 
 /* ---- one target, for rebuild (objects.c; src/server/rebuild.c calls it) ---- */
 
@@ -480,13 +510,28 @@ int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share);
 /*
  * The global targets a dkey (of oid, class cls, hash dkey_hash) is to be
  * copied to by engine self from its target local_tgt: the replacements of
- * its group's DOWN members, when self holds the group's first live member
+ * its group's DOWN members and the new places of live members the rebuild
+ * moves (a replacement pushed them), when self holds the group's first live member
  * there; else none. Returns how many (up to max), or -EHOSTDOWN (a
  * replacement cannot be reached), -ENOSPC, -EINVAL.
  */
 int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
 		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, unsigned *dst,
 		       unsigned max);
+
+/*
+ * The same for an erasure-coded group, whose members hold different cells:
+ * the global target of each member in tgt[] (-1: DOWN or unreachable), the
+ * place each DOWN or moved one goes to in dst[] (-1: it stays, or has no
+ * replacement), and in *me
+ * which member is this engine's target local_tgt (-1: none). Returns the
+ * group's size; 0 when no rebuild runs; errors as conn_rebuild_dests, and
+ * -EXDEV: a member would move onto the target of another member of the
+ * group (same keys: not built; the rebuild cannot end).
+ */
+int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
+		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, int *tgt, int *dst,
+		       int *me);
 
 /* Send a new request with no completion of its own, a shadow (lock held). */
 int conn_req_send(struct creq *r);

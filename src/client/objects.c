@@ -88,6 +88,12 @@ static struct creq *key_req(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 	return r;
 }
 
+struct creq *conn_key_req(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
+			  const struct lode_key *k)
+{
+	return key_req(ct, op, oid, k);
+}
+
 /* Attach a value going out: inline in the message, or by RMA when large. */
 static int value_out(struct creq *r, const void *buf, size_t len)
 {
@@ -109,6 +115,24 @@ static int value_in(struct creq *r, void *buf, size_t cap)
 	r->in_cap = cap;
 	return 0;
 }
+
+int conn_value_out(struct creq *r, const void *buf, size_t len)
+{
+	return value_out(r, buf, len);
+}
+
+int conn_value_in(struct creq *r, void *buf, size_t cap)
+{
+	return value_in(r, buf, cap);
+}
+
+/* Whether oid is erasure-coded in ct (its class then in *cls): ec_io.c does its arrays. */
+static bool is_ec(const lode_cont_t *ct, struct lode_oid oid, struct layout_class *cls)
+{
+	return conn_obj_class(ct, oid, cls) == 0 && cls->redun == LAYOUT_R_EC;
+}
+
+static int done_now(lode_conn_t *c, int rc, lode_event_t *ev);
 
 static int submit_or_free(struct creq *r, int rc, lode_event_t *ev, struct creq *parent)
 {
@@ -254,8 +278,13 @@ static int ext_write_raw(lode_cont_t *ct, struct lode_oid oid, const struct lode
 	struct creq *r;
 	int rc;
 
+	struct layout_class cls;
+
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
+	if (is_ec(ct, oid, &cls))
+		return done_now(ct->c, conn_ec_write(ct, &cls, oid, k, off, buf, len),
+				parent ? NULL : ev);
 	if (!(r = key_req(ct, NET_OP_ARR_UPDATE, oid, k)))
 		return -ENOMEM;
 	r->a.off = off;
@@ -278,8 +307,13 @@ static int ext_read_raw(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch
 	struct creq *r;
 	int rc;
 
+	struct layout_class cls;
+
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
+	if (is_ec(ct, oid, &cls))
+		return done_now(ct->c, conn_ec_read(ct, &cls, oid, epoch, k, off, buf, len, holes),
+				parent ? NULL : ev);
 	if (!(r = key_req(ct, NET_OP_ARR_FETCH, oid, k)))
 		return -ENOMEM;
 	r->a.off = off;
@@ -996,10 +1030,14 @@ static int ext_write(lode_cont_t *ct, struct lode_oid oid, const struct lode_key
 {
 	int rc;
 
+	struct layout_class cls;
+
 	if (!ct->encrypted)
 		return ext_write_raw(ct, oid, k, off, buf, len, ev, parent);
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
+	if (is_ec(ct, oid, &cls))
+		return -EOPNOTSUPP; /* sealed blocks are not coded yet */
 	return ext_write_enc(ct, oid, k, off, buf, len, ev, parent);
 }
 
@@ -1009,10 +1047,14 @@ static int ext_read(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 {
 	int rc;
 
+	struct layout_class cls;
+
 	if (!ct->encrypted)
 		return ext_read_raw(ct, oid, epoch, k, off, buf, len, ev, parent, holes);
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
+	if (is_ec(ct, oid, &cls))
+		return -EOPNOTSUPP;
 	return ext_read_enc(ct, oid, epoch, k, off, buf, len, ev, parent, holes);
 }
 
@@ -1042,6 +1084,7 @@ static void val_done(struct creq *r)
 int lode_obj_size(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 		  const struct lode_key *k, uint64_t *size_out)
 {
+	struct layout_class cls;
 	struct creq *r;
 	int rc;
 
@@ -1049,6 +1092,8 @@ int lode_obj_size(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 		return -EFAULT;
 	if ((rc = key_check(k, true)) < 0)
 		return rc;
+	if (is_ec(ct, oid, &cls))
+		return conn_ec_size(ct, &cls, oid, epoch, k, size_out);
 	if (!(r = key_req(ct, NET_OP_ARR_SIZE, oid, k)))
 		return -ENOMEM;
 	r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
@@ -1098,6 +1143,7 @@ static int akey_punch_enc(lode_cont_t *ct, struct lode_oid oid, const struct lod
 static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct lode_key *k,
 		 uint64_t off, uint64_t len, lode_event_t *ev, struct creq *parent)
 {
+	struct layout_class cls;
 	struct creq *r;
 	int rc;
 
@@ -1105,6 +1151,10 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 		return -EFAULT;
 	if ((rc = key_check(k, op != NET_OP_DKEY_PUNCH)) < 0)
 		return rc;
+	if (op == NET_OP_ARR_PUNCH && is_ec(ct, oid, &cls))
+		return done_now(ct->c, ct->encrypted ? -EOPNOTSUPP
+						     : conn_ec_punch(ct, &cls, oid, k, off, len),
+				parent ? NULL : ev);
 	if (ct->encrypted && op == NET_OP_ARR_PUNCH)
 		return done_now(ct->c, punch_enc(ct, oid, k, off, len), parent ? NULL : ev);
 	if (ct->encrypted && op == NET_OP_AKEY_PUNCH)
@@ -1688,10 +1738,10 @@ int lode_cont_open(lode_conn_t *c, const char *label, lode_cont_t **out)
 		free(ct);
 		return rc;
 	}
-	/* Objects of class 0 take the container's: S1 unless it names one.
-	 * EC is not on the I/O path yet. */
+	/* Objects of class 0 take the container's: SX unless it names one.
+	 * Sealed arrays are not erasure-coded yet. */
 	rc = layout_class_parse(info.object_class[0] ? info.object_class : "SX", &ct->cls);
-	if (rc == 0 && ct->cls.redun == LAYOUT_R_EC)
+	if (rc == 0 && ct->cls.redun == LAYOUT_R_EC && info.encryption)
 		rc = -EOPNOTSUPP;
 	if (rc < 0) {
 		explicit_bzero(&info, sizeof(info));

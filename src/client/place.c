@@ -51,7 +51,6 @@ uint64_t conn_dkey_hash(const void *dkey, size_t len)
 int conn_obj_class(const lode_cont_t *ct, struct lode_oid oid, struct layout_class *cls)
 {
 	unsigned id = lode_oid_class(oid);
-	int rc;
 
 	if (id == LAYOUT_CLASS_NONE && ct->cls.id) {
 		*cls = ct->cls;
@@ -61,9 +60,7 @@ int conn_obj_class(const lode_cont_t *ct, struct lode_oid oid, struct layout_cla
 	 * container that names no class. */
 	if (id == 0xff || id == LAYOUT_CLASS_NONE)
 		return layout_class_from_id(1, cls);
-	if ((rc = layout_class_from_id(id, cls)) < 0)
-		return rc;
-	return cls->redun == LAYOUT_R_EC ? -EOPNOTSUPP : 0;
+	return layout_class_from_id(id, cls);
 }
 
 struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
@@ -80,6 +77,13 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 	r->placed = true;
 	r->write = write;
 	r->cls = cls.id;
+	/* An EC object's lists ask its first parity member, which every array
+	 * write reaches (a data member holds only the arrays with bytes in its
+	 * cells); single values live whole on every member (ec_io.c). */
+	if (cls.id && cls.redun == LAYOUT_R_EC && (op == NET_OP_DKEY_LIST || op == NET_OP_AKEY_LIST)) {
+		r->member = (uint8_t)cls.k;
+		r->wrap = true; /* with every parity member lost, the data members' */
+	}
 	r->dkey_hash = conn_dkey_hash(dkey, dkey_len);
 	return r;
 }
@@ -177,10 +181,13 @@ static const struct layout_group *next_group(lode_conn_t *c, const struct creq *
 }
 
 /*
- * The replacement of g's DOWN member i while a rebuild runs: its global
- * target in *t, 0; -ENOENT when there is none to write to (no rebuild, or
- * it lands where another member is); -EHOSTDOWN when it cannot be reached.
- * g2 is the group in c->map_next (NULL: none).
+ * Where g's member i will be once a running rebuild ends, when that is
+ * somewhere else: the replacement of a DOWN member, or the new place of a
+ * live one that a lower member's replacement pushed (src/layout/place.c).
+ * Its global target in *t, 0; -ENOENT when there is none to write to (no
+ * rebuild, the member stays, or it lands where another member is now);
+ * -EHOSTDOWN when it cannot be reached. g2 is the group in c->map_next
+ * (NULL: none).
  */
 static int spare_target(lode_conn_t *c, const struct layout_group *g,
 			const struct layout_group *g2, unsigned i, int *t)
@@ -192,6 +199,53 @@ static int spare_target(lode_conn_t *c, const struct layout_group *g,
 		    g->shard[k].tgt == g2->shard[i].tgt)
 			return -ENOENT;
 	return (*t = member_target(c, g2, i)) < 0 ? -EHOSTDOWN : 0;
+}
+
+/* Whether a member of g is DOWN (a rebuild may move the others). */
+static bool group_down(const struct layout_group *g)
+{
+	for (unsigned i = 0; i < g->size; i++)
+		if (g->shard[i].down)
+			return true;
+	return false;
+}
+
+/*
+ * A pinned request: member r->member of g and no other (an EC cell). A
+ * write to a DOWN member goes to its replacement while a rebuild runs.
+ */
+static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_class *cls,
+			const struct layout_group *g, int (*send)(struct creq *))
+{
+	struct layout_group g2;
+	bool have_g2 = false;
+	struct creq *s;
+	int t, rc;
+
+	if (r->member >= g->size)
+		return -EINVAL;
+	if (g->shard[r->member].down) {
+		if (!r->write ||
+		    spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t) < 0)
+			return -EHOSTDOWN;
+		r->tgt = (unsigned)t;
+		return 0;
+	}
+	if ((t = member_target(c, g, r->member)) < 0)
+		return -EHOSTDOWN;
+	r->tgt = (unsigned)t;
+	if (!r->write || r->spread || !send || !group_down(g))
+		return 0;
+	/* A live member a rebuild moves: its new place gets the write too. */
+	r->spread = true;
+	if (spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t) < 0)
+		return 0;
+	if (!(s = shadow_new(r, r->member, (unsigned)t, true)))
+		return -ENOMEM;
+	r->nshadow++;
+	if ((rc = send(s)) < 0)
+		conn_req_fail(s, rc);
+	return 0;
 }
 
 int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
@@ -207,6 +261,8 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		return -EINVAL;
 	if ((rc = layout_dkey_place(c->map, r->a.oid, &cls, r->dkey_hash, &g)) < 0)
 		return rc;
+	if (r->pinned)
+		return place_pinned(c, r, &cls, &g, send);
 	if (r->leader || r->spread) {
 		/* A member placed again (a stale map): the same member of the
 		 * group in the new map (a spare: of the rebuild's), or lost. */
@@ -220,14 +276,18 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		r->tgt = (unsigned)t;
 		return 0;
 	}
-	for (; r->member < g.size; r->member++) {
+	for (;; r->member++) {
+		if (r->member >= g.size && r->wrap) {
+			r->wrap = false; /* a list that began past member 0 goes on from it */
+			r->member = 0;
+		}
+		if (r->member >= g.size)
+			return -EHOSTDOWN;
 		if ((t = member_target(c, &g, r->member)) >= 0)
 			break;
 		if (r->write && !g.shard[r->member].down)
 			r->lost_up = true;
 	}
-	if (r->member >= g.size)
-		return -EHOSTDOWN;
 	r->tgt = (unsigned)t;
 	if (!r->write)
 		return 0;
@@ -256,6 +316,20 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		}
 		if (!(s = shadow_new(r, i, (unsigned)t, spare)))
 			return -ENOMEM; /* the shadows sent so far complete on their own */
+		r->nshadow++;
+		if ((rc = send(s)) < 0)
+			conn_req_fail(s, rc);
+	}
+	/* Live members a rebuild moves (pushed by a replacement): their new
+	 * places get the write too. */
+	for (unsigned i = 0; i < g.size && group_down(&g); i++) {
+		struct creq *s;
+
+		if (g.shard[i].down ||
+		    spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t) < 0)
+			continue;
+		if (!(s = shadow_new(r, i, (unsigned)t, true)))
+			return -ENOMEM;
 		r->nshadow++;
 		if ((rc = send(s)) < 0)
 			conn_req_fail(s, rc);
@@ -393,7 +467,7 @@ void conn_map_install(lode_conn_t *c, struct layout_map *m)
 		r->rc = 0;
 		r->val = 0;
 		r->in_len = 0;
-		if (r->placed && r->write && !r->leader) {
+		if (r->placed && r->write && !r->leader && !r->pinned) {
 			/* A write is placed whole again: every member of its group in
 			 * the new map gets it (a member may have moved to another
 			 * engine); acknowledgements of the old members do not count. */
@@ -527,10 +601,8 @@ int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lo
 		return 0;
 	}
 	for (unsigned i = 0; i < g.size && n < max; i++) {
-		if (!g.shard[i].down)
-			continue;
 		if ((rc = spare_target(c, &g, &g2, i, &t)) == -ENOENT)
-			continue; /* no replacement (too few engines left) */
+			continue; /* stays, or no replacement (too few engines left) */
 		if (rc < 0) {
 			pthread_mutex_unlock(&c->lock);
 			return rc;
@@ -539,4 +611,48 @@ int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lo
 	}
 	pthread_mutex_unlock(&c->lock);
 	return (int)n;
+}
+
+int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
+		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, int *tgt, int *dst,
+		       int *me)
+{
+	struct layout_group g, g2;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->map || !c->map_next) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if ((rc = layout_dkey_place(c->map, oid, cls, dkey_hash, &g)) < 0 ||
+	    (rc = layout_dkey_place(c->map_next, oid, cls, dkey_hash, &g2)) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	*me = -1;
+	/* A cell moving onto a target that holds another member's cell now
+	 * (members swapped by two failures in turn): the keys are the same,
+	 * so it cannot be written there before the map changes. */
+	for (unsigned i = 0; i < g.size && rc == 0; i++)
+		for (unsigned k = 0; k < g.size && rc == 0; k++)
+			if (k != i && !g.shard[k].down && !g2.shard[i].down &&
+			    (g.shard[i].engine != g2.shard[i].engine ||
+			     g.shard[i].tgt != g2.shard[i].tgt) &&
+			    g.shard[k].engine == g2.shard[i].engine && g.shard[k].tgt == g2.shard[i].tgt)
+				rc = -EXDEV;
+	for (unsigned i = 0; i < g.size && rc == 0; i++) {
+		tgt[i] = dst[i] = -1;
+		if (!g.shard[i].down) {
+			tgt[i] = member_target(c, &g, i);
+			if (g.shard[i].engine == self && g.shard[i].tgt == local_tgt)
+				*me = (int)i;
+		}
+		if ((rc = spare_target(c, &g, &g2, i, &dst[i])) == -ENOENT) {
+			rc = 0; /* stays, or no replacement (too few engines left) */
+			dst[i] = -1;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc < 0 ? rc : (int)g.size;
 }

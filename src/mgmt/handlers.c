@@ -1007,11 +1007,15 @@ static int props_check(const Lode__Mgmt__V1__ContProps *in, const char **oclass,
 	uint32_t ch = in ? in->chunk_size : 0, cb = in ? in->crypt_block : 0;
 	struct layout_class lc;
 
-	/* Any class layout knows but EC, which is not on the I/O path yet. */
-	if (oc[0] && (layout_class_parse(oc, &lc) < 0 || lc.redun == LAYOUT_R_EC))
+	/* Any class layout knows; sealed arrays are not erasure-coded yet. */
+	if (oc[0] && layout_class_parse(oc, &lc) < 0)
 		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
-			    "object class \"%.16s\": S1..S128, SX, RP_2 or RP_3 (EC is not "
-			    "on the I/O path yet)", oc);
+			    "object class \"%.16s\": S1..S128, SX, RP_2, RP_3, EC_2P1, EC_4P2 or "
+			    "EC_8P2", oc);
+	if (oc[0] && lc.redun == LAYOUT_R_EC && in && in->encryption)
+		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
+			    "object class %.16s with encryption: encrypted containers are not "
+			    "erasure-coded yet", oc);
 	if (ch && (ch < 4096 || ch > (64u << 20) || (ch & (ch - 1))))
 		return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
 			    "chunk size %u: a power of two from 4 KiB to 64 MiB", ch);

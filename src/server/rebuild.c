@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "ec/ec.h"
 #include "layout/layout.h"
 #include "lode/errno.h"
 #include "lode/lode.h"
@@ -52,6 +53,8 @@
 #define PIECE (1u << 20)      /* bytes of an array copied at once */
 #define RETRY_MS 2000         /* after a failed pass */
 #define DESTS_MAX LAYOUT_GROUP_MAX
+#define EC_PIECE (256u << 10) /* bytes of each cell range rebuilt at once */
+#define EC_TRIES 4            /* reads of one range that a racing write changed */
 
 struct rebuild {
 	struct srv *s;
@@ -76,6 +79,8 @@ struct pass {
 	size_t cap;
 	uint8_t keys[64 << 10];    /* a batch of dkeys */
 	uint8_t akeys[64 << 10];   /* a batch of akeys */
+	struct ec_codec *codec[3]; /* EC_2P1, EC_4P2, EC_8P2, made at the first need */
+	uint8_t *ecbuf;            /* EC pieces: 2 (k + p) x EC_PIECE */
 };
 
 static int64_t now_ms(void)
@@ -235,6 +240,7 @@ struct keys_walk {
 	const uint8_t *dkey;
 	uint16_t dlen, local;
 	unsigned dst;
+	struct key_set *set;
 };
 
 static int keys_each(struct keys_walk *w, uint16_t op, const struct lode_key *k)
@@ -288,6 +294,274 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	return n < 0 ? n : rc;
 }
 
+/* ---- erasure-coded objects -------------------------------------------------------- */
+
+/*
+ * The members of an EC group hold different cells, so a DOWN member's
+ * replacement gets its cells computed from k others (src/client/ec_io.c has
+ * the layout): per akey, the array's range on every member read piece by
+ * piece from k live ones, the lost cells rebuilt and written to the
+ * replacements at the rebuild's epoch. A live member that the map the
+ * rebuild ends in moves (a replacement pushed it) has its own cells copied.
+ * A single value lives whole on every member and is copied like a replica.
+ *
+ * Who rebuilds a dkey: the first live member that holds it (a member may
+ * hold nothing of a small array); each member asks the live ones before it.
+ *
+ * A cell cannot yet move onto a target that holds another member's cell of
+ * the same group (two failures in turn can swap members: src/layout/place.c):
+ * both are stored under the same keys. conn_rebuild_group says so
+ * (-EXDEV), the pass fails and is retried, and the engine stays DOWN with
+ * its cells read degraded, rather than go OUT with a wrong cell in place.
+ *
+ * A client write racing the rebuild of its stripe could change some of the
+ * k cells between the reads, and the cells rebuilt from them would be
+ * wrong with no newer version above them. So each range is read again after
+ * rebuilding, and rebuilt again while it changed (decision 0012).
+ */
+struct ec_group {
+	const struct layout_class *cls;
+	const struct ec_codec *codec;
+	int n, me;
+	int tgt[LAYOUT_GROUP_MAX], dst[LAYOUT_GROUP_MAX];
+};
+
+/* The akeys of one dkey over every live member, each once. */
+struct key_set {
+	uint8_t *buf; /* [u16 length][bytes] ... */
+	size_t used, cap;
+};
+
+static int set_add(struct keys_walk *w, const uint8_t *key, uint16_t len)
+{
+	struct key_set *ks = w->set;
+
+	for (size_t at = 0; at < ks->used; at += 2 + (size_t)(ks->buf[at] | ks->buf[at + 1] << 8)) {
+		uint16_t l = (uint16_t)(ks->buf[at] | ks->buf[at + 1] << 8);
+
+		if (l == len && !memcmp(ks->buf + at + 2, key, len))
+			return 0;
+	}
+	if (ks->used + 2 + len > ks->cap) {
+		size_t cap = (ks->cap + 2 + len) * 2;
+		uint8_t *b = realloc(ks->buf, cap);
+
+		if (!b)
+			return -ENOMEM;
+		ks->buf = b;
+		ks->cap = cap;
+	}
+	ks->buf[ks->used] = (uint8_t)len;
+	ks->buf[ks->used + 1] = (uint8_t)(len >> 8);
+	memcpy(ks->buf + ks->used + 2, key, len);
+	ks->used += 2 + (size_t)len;
+	return 0;
+}
+
+static const struct ec_codec *codec_for(struct pass *p, const struct layout_class *cls)
+{
+	int i = cls->id == LAYOUT_CLASS_EC_2P1 ? 0 : cls->id == LAYOUT_CLASS_EC_4P2 ? 1 : 2;
+
+	if (!p->codec[i] && ec_codec_create(cls->k, cls->p, &p->codec[i]) < 0)
+		return NULL;
+	return p->codec[i];
+}
+
+/* Whether member target t holds anything under dkey k (an error: we cannot
+ * tell, and rebuild it ourselves; twice is harmless). */
+static bool holds_dkey(struct pass *p, int t, struct lode_oid oid, const struct lode_key *k)
+{
+	uint8_t raw[2 + LODE_KEY_MAX];
+	struct lode_anchor an = {0};
+	struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = raw, .cap = sizeof(raw)};
+
+	return conn_tgt_io(p->ct, (unsigned)t, NET_OP_AKEY_LIST, oid, k, &io) == 0 && io.val > 0;
+}
+
+/* Read [off, off + n) of akey k from each of the k source members into bufs. */
+static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t *src,
+			struct lode_oid oid, const struct lode_key *k, uint64_t off, uint64_t n,
+			uint8_t *bufs)
+{
+	for (unsigned s = 0; s < g->cls->k; s++) {
+		struct conn_tgt_io rd = {.epoch = LODE_EPOCH_MAX, .off = off, .len = n,
+					 .in = bufs + (size_t)s * EC_PIECE, .cap = n};
+		int rc = conn_tgt_io(p->ct, (unsigned)g->tgt[src[s]], NET_OP_ARR_FETCH, oid, k, &rd);
+
+		if (rc == -ENOENT)
+			memset(rd.in, 0, n);
+		else if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* An array akey: every lost member's cells, range by range. */
+static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oid,
+		    const struct lode_key *k)
+{
+	unsigned nk = g->cls->k, nm = nk + g->cls->p, ns = 0;
+	uint8_t src[EC_CELLS_MAX], *a = p->ecbuf, *b = p->ecbuf + (size_t)nm * EC_PIECE;
+	uint64_t size = 0;
+	uint32_t want = 0;
+	int rc;
+
+	for (unsigned m = 0; m < nm; m++) {
+		struct conn_tgt_io sz = {.epoch = LODE_EPOCH_MAX};
+
+		if (g->tgt[m] < 0) {
+			want |= g->dst[m] >= 0 ? 1u << m : 0;
+			continue;
+		}
+		if (ns < nk)
+			src[ns++] = (uint8_t)m;
+		rc = conn_tgt_io(p->ct, (unsigned)g->tgt[m], NET_OP_ARR_SIZE, oid, k, &sz);
+		if (rc < 0 && rc != -ENOENT)
+			return rc;
+		if (rc == 0 && sz.val > size)
+			size = sz.val;
+	}
+	if (ns < nk)
+		return -EIO; /* more than p lost: nothing to rebuild from */
+	/* A live member the rebuild moves (pushed by a replacement): its own
+	 * cells, copied. */
+	for (unsigned m = 0; m < nm; m++)
+		if (g->tgt[m] >= 0 && g->dst[m] >= 0 &&
+		    (rc = copy_array(p, (unsigned)g->tgt[m], (unsigned)g->dst[m], oid, k)) < 0)
+			return rc;
+	for (uint64_t off = 0; off < size && want && !stopping(p->rb); off += EC_PIECE) {
+		uint64_t n = size - off < EC_PIECE ? size - off : EC_PIECE;
+		uint8_t *cells[EC_CELLS_MAX] = {0};
+		uint32_t present = 0;
+		int tries = 0;
+
+		for (unsigned s = 0; s < ns; s++) {
+			cells[src[s]] = a + (size_t)s * EC_PIECE;
+			present |= 1u << src[s];
+		}
+		for (unsigned m = 0, o = ns; m < nm; m++)
+			if (want & 1u << m)
+				cells[m] = a + (size_t)o++ * EC_PIECE;
+		if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, a)) < 0)
+			return rc;
+		for (;;) {
+			if ((rc = ec_reconstruct(g->codec, cells, present, want, n)) < 0)
+				return rc;
+			/* Read again: a write that changed a source meanwhile makes
+			 * the rebuilt cells wrong; then rebuild from the new bytes. */
+			if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, b)) < 0)
+				return rc;
+			bool same = true;
+
+			for (unsigned s = 0; s < ns && same; s++)
+				same = !memcmp(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
+			if (same || ++tries >= EC_TRIES)
+				break;
+			for (unsigned s = 0; s < ns; s++)
+				memcpy(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
+		}
+		for (unsigned m = 0; m < nm; m++) {
+			struct conn_tgt_io wr = {.epoch = p->epoch, .off = off, .len = n,
+						 .out = cells[m], .rebuild = true};
+
+			if (!(want & 1u << m) || all_zero(cells[m], n))
+				continue;
+			if ((rc = conn_tgt_io(p->ct, (unsigned)g->dst[m], NET_OP_ARR_UPDATE, oid, k,
+					      &wr)) < 0)
+				return rc;
+			count(p->rb, 0, n);
+		}
+	}
+	return 0;
+}
+
+/* One akey under an EC dkey: a single value copied, or an array rebuilt. */
+static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid,
+		   const struct lode_key *k)
+{
+	unsigned reps = g->cls->k + g->cls->p;
+	int rc;
+
+	if ((rc = buf_room(p, PIECE)) < 0)
+		return rc;
+	for (unsigned m = 0; m < reps; m++) {
+		struct conn_tgt_io rd;
+
+		if (g->tgt[m] < 0)
+			continue;
+		for (;;) {
+			rd = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->buf, .cap = p->cap};
+			rc = conn_tgt_io(p->ct, (unsigned)g->tgt[m], NET_OP_SV_FETCH, oid, k, &rd);
+			if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
+				break;
+			if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
+				return rc;
+		}
+		if (rc == -LODE_ETYPE)
+			break; /* an array */
+		if (rc == -ENOENT)
+			continue;
+		if (rc < 0)
+			return rc;
+		for (unsigned l = 0; l < reps; l++) {
+			size_t n = rd.val < p->cap ? (size_t)rd.val : p->cap;
+			struct conn_tgt_io wr = {.epoch = p->epoch, .out = p->buf, .len = n,
+						 .rebuild = true};
+
+			if (g->dst[l] < 0)
+				continue; /* stays where it is */
+			if ((rc = conn_tgt_io(p->ct, (unsigned)g->dst[l], NET_OP_SV_UPDATE, oid, k,
+					      &wr)) < 0)
+				return rc;
+			count(p->rb, 0, n);
+		}
+		return 0;
+	}
+	return ec_array(p, g, oid, k);
+}
+
+/* A dkey of an EC object on our target: rebuild it if we are its first holder. */
+static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
+{
+	struct pass *p = w->p;
+	struct ec_group g = {.cls = w->cls};
+	struct lode_key dk = {dkey, dlen, NULL, 0};
+	struct key_set ks = {0};
+	struct keys_walk aw = {.p = p, .oid = w->oid, .buf = p->akeys, .cap = sizeof(p->akeys),
+			       .fn = set_add, .set = &ks};
+	bool any = false;
+	int rc = 0;
+
+	g.n = conn_rebuild_group(p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), p->self,
+				 w->local, g.tgt, g.dst, &g.me);
+	if (g.n <= 0 || g.me < 0)
+		return g.n < 0 ? g.n : 0;
+	for (int m = 0; m < g.n; m++)
+		any |= g.dst[m] >= 0;
+	for (int m = 0; m < g.me && any; m++)
+		if (g.tgt[m] >= 0 && holds_dkey(p, g.tgt[m], w->oid, &dk))
+			return 0; /* an earlier member rebuilds it */
+	if (!any || !(g.codec = codec_for(p, w->cls)))
+		return any ? -ENOMEM : 0;
+	if (!p->ecbuf && !(p->ecbuf = malloc(2 * EC_CELLS_MAX * (size_t)EC_PIECE)))
+		return -ENOMEM;
+	for (int m = 0; m < g.n && rc == 0; m++) {
+		if (g.tgt[m] < 0)
+			continue;
+		aw.tgt = (unsigned)g.tgt[m];
+		rc = keys_each(&aw, NET_OP_AKEY_LIST, &dk);
+	}
+	for (size_t at = 0; at < ks.used && rc == 0 && !stopping(p->rb);) {
+		uint16_t len = (uint16_t)(ks.buf[at] | ks.buf[at + 1] << 8);
+		struct lode_key k = {dkey, dlen, ks.buf + at + 2, len};
+
+		rc = ec_akey(p, &g, w->oid, &k);
+		at += 2 + (size_t)len;
+	}
+	free(ks.buf);
+	return rc;
+}
+
 /* The dkeys of one object on our target (global t, local tl) that we copy. */
 static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid oid)
 {
@@ -297,7 +571,9 @@ static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid 
 	int rc;
 
 	if (conn_obj_class(p->ct, oid, &cls) < 0)
-		return 0; /* no class we place by (EC is not on the I/O path) */
+		return 0; /* no class we place by */
+	if (cls.redun == LAYOUT_R_EC)
+		w.fn = dkey_ec;
 	w.cls = &cls;
 	w.local = tl;
 	if ((rc = keys_each(&w, NET_OP_DKEY_LIST, NULL)) == 0)
@@ -474,6 +750,9 @@ out:
 		protobuf_c_message_free_unpacked(&pools->base, NULL);
 	if (c0)
 		lode_disconnect(c0);
+	for (int i = 0; i < 3; i++)
+		ec_codec_destroy(p->codec[i]);
+	free(p->ecbuf);
 	free(p->buf);
 	free(p);
 	return rc;
@@ -522,7 +801,10 @@ static void *rb_main(void *arg)
 			/* Once per version and error: it is retried every few seconds. */
 			srv_log("rebuild for pool map version %u: %s; trying again", v,
 				rc == -ENOSPC ? "too few engines left to place every replica"
-					      : lode_strerror(rc));
+				: rc == -EXDEV
+					? "an erasure-coded group would move a cell onto the target "
+					  "of another of its members (not built; reads stay degraded)"
+					: lode_strerror(rc));
 			failed = v;
 			failed_rc = rc;
 		}

@@ -43,7 +43,7 @@ wait_state "engine c joins UP" 2 UP 5
 for cls in S1 S2 SX RP_2 RP_3; do
 	A cont create "c$cls" --class "$cls" >/dev/null || failed "cont create --class $cls"
 done
-check "EC is refused as a container class" 1 A cont create cec --class EC_2P1
+check "a container of class EC_2P1 (EC on the I/O path: ec_cluster_test)" 0 A cont create cec --class EC_2P1
 check "every class reads back (container RP_2 for class 0)" 0 "$client" rw "$a_addr" cRP_2 40
 cat "$dir/out"
 check "a container of class SX" 0 "$client" rw "$a_addr" cSX 10

@@ -268,7 +268,8 @@ def run(args, pb, pbg, tmp):
     check(q is not None and q.props.object_class == "SX" and q.props.chunk_size == 65536 and
           q.props.checksum == "none" and not q.props.encryption, "c1's properties")
     for props, what in ((pb.ContProps(object_class="S129"), "object class S129"),
-                        (pb.ContProps(object_class="EC_2P1"), "object class EC_2P1 (not on the I/O path yet)"),
+                        (pb.ContProps(object_class="EC_2P1", encryption=True),
+                         "object class EC_2P1, encrypted (not coded yet)"),
                         (pb.ContProps(chunk_size=1000), "chunk size 1000"),
                         (pb.ContProps(chunk_size=1 << 27), "chunk size 128 MiB"),
                         (pb.ContProps(checksum="md5"), "checksum md5"),

@@ -707,8 +707,10 @@ static void test_bad_input(void **state)
 	/* Properties. */
 	pr.object_class = "S129"; /* no such class */
 	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
-	pr.object_class = "EC_2P1"; /* not on the I/O path yet */
+	pr.object_class = "EC_2P1"; /* encrypted containers are not erasure-coded yet */
+	pr.encryption = true;
 	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);
+	pr.encryption = false;
 	pr.object_class = "SX";
 	pr.chunk_size = 2048;
 	assert_int_equal(cont_create(w.m, &w.bob, "default", "p", &pr), RPC_INVALID_ARGUMENT);

@@ -1,0 +1,760 @@
+/*
+ * Byte arrays of erasure-coded objects (EC_2P1, EC_4P2, EC_8P2): the cells
+ * of each stripe on the members of the dkey's group, encoded here.
+ *
+ * An array (one akey under one dkey) is laid out in stripes of k data
+ * cells of EC_IO_CELL bytes (src/ec's arithmetic): array byte x is in
+ * stripe x / (k * cell), data cell (x / cell) % k. Member c of the group
+ * (c < k) holds data cell c of every stripe, and member k + j parity cell
+ * j, each as an ordinary byte array under the same keys, with cell i of
+ * stripe s at the member's offset s * cell + (offset in the cell). So a
+ * run of stripes is one contiguous range on every member, a hole reads as
+ * zeros on every member, and the parity of zeros is zeros.
+ *
+ * Every request here is pinned to one member (creq.pinned; place.c): it
+ * goes there or fails, and a write to a DOWN member goes to its
+ * replacement while a rebuild runs. The calls are synchronous: the pieces
+ * of one call go out together under one parent and the caller waits.
+ *
+ *   write   a whole stripe is encoded from the caller's bytes and its k + p
+ *           cells written; a partial stripe reads the rest of the stripe
+ *           over the range its parity changes (degraded if need be), and
+ *           writes the changed data and that parity range.
+ *   read    the data cells' ranges, straight into the caller's buffer;
+ *           a range whose member is lost (DOWN, unreachable, fenced, too
+ *           slow) is rebuilt from the same range of k other members.
+ *   punch   whole stripes are punched on every member; a partial stripe
+ *           has its data ranges punched and its parity range encoded
+ *           again (punched too when that comes out all zero).
+ *   size    the highest byte of any data member, mapped back.
+ *
+ * Single values of an EC object are not coded: they live whole on every
+ * member, as a replica class's do (objects.c's path; they are small:
+ * directory entries, attributes). The lists of an EC object's dkeys and
+ * akeys ask its first parity member, which every array write reaches.
+ *
+ * A write that lost members is acknowledged when the map says each lost
+ * one is DOWN (waited for, up to the connection's timeout, as replicated
+ * writes wait) and at most p are lost: the stripe can then be read.
+ *
+ * Writes to one akey are serialised within the process (a partial stripe
+ * is read, modified and written); writers in different processes to the
+ * same stripe are not (docs/decisions/0012).
+ */
+#include "client/client.h"
+#include "ec/ec.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- codecs and locks ------------------------------------------------------------ */
+
+static struct ec_codec *codecs[3]; /* EC_2P1, EC_4P2, EC_8P2 */
+static pthread_once_t codecs_once = PTHREAD_ONCE_INIT;
+
+static void codecs_make(void)
+{
+	static const unsigned kp[3][2] = {{2, 1}, {4, 2}, {8, 2}};
+
+	for (int i = 0; i < 3; i++)
+		if (ec_codec_create(kp[i][0], kp[i][1], &codecs[i]) < 0)
+			codecs[i] = NULL;
+}
+
+static const struct ec_codec *codec_of(const struct layout_class *cls)
+{
+	pthread_once(&codecs_once, codecs_make);
+	for (int i = 0; i < 3; i++)
+		if (codecs[i] && ec_codec_k(codecs[i]) == cls->k && ec_codec_p(codecs[i]) == cls->p)
+			return codecs[i];
+	return NULL;
+}
+
+#define WLOCKS 64
+static pthread_mutex_t wlocks[WLOCKS] = {[0 ... WLOCKS - 1] = PTHREAD_MUTEX_INITIALIZER};
+
+/* The lock of one akey's writers in this process. */
+static pthread_mutex_t *wlock_of(const lode_cont_t *ct, struct lode_oid oid,
+				 const struct lode_key *k)
+{
+	uint64_t h = conn_dkey_hash(k->dkey, k->dkey_len) ^ conn_dkey_hash(k->akey, k->akey_len) * 31;
+
+	h ^= oid.lo * 0x9e3779b97f4a7c15ull ^ oid.hi;
+	h ^= (uint64_t)ct->uuid.b[0] | (uint64_t)ct->uuid.b[1] << 8;
+	return &wlocks[h % WLOCKS];
+}
+
+/* ---- pieces: one request to one member ------------------------------------------- */
+
+struct piece {
+	uint16_t op;      /* NET_OP_ARR_FETCH, _UPDATE, _PUNCH or _SIZE */
+	uint8_t member;
+	uint64_t off;     /* on the member */
+	uint64_t len;
+	void *in;         /* a fetch's bytes */
+	const void *out;  /* an update's bytes */
+	int rc;
+	uint64_t val;     /* a size's answer */
+};
+
+/* The member cannot be reached: read around it, write without it. */
+static bool lost(int rc)
+{
+	return rc == -EHOSTDOWN || rc == -LODE_EFENCED || rc == -ETIMEDOUT;
+}
+
+static void piece_done(struct creq *r)
+{
+	struct piece *pc = r->ctx;
+
+	pc->rc = r->rc;
+	pc->val = r->val;
+	r->rc = 0; /* the piece's own result, not the batch's */
+}
+
+/* Send pieces [0, n) together and wait for all; each gets its own rc. */
+static int batch_run(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
+		     lode_epoch_t epoch, struct piece *pc, size_t n)
+{
+	struct creq *p;
+
+	if (n == 0)
+		return 0;
+	if (!(p = creq_new(ct->c, 0, 0)))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct creq *r = conn_key_req(ct, pc[i].op, oid, k);
+		int rc = 0;
+
+		pc[i].rc = 0;
+		if (!r) {
+			pc[i].rc = -ENOMEM;
+			continue;
+		}
+		r->pinned = true;
+		r->member = pc[i].member;
+		r->a.off = pc[i].off;
+		r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
+		r->on_done = piece_done;
+		r->ctx = &pc[i];
+		if (pc[i].op == NET_OP_ARR_UPDATE)
+			rc = conn_value_out(r, pc[i].out, pc[i].len);
+		else if (pc[i].op == NET_OP_ARR_FETCH)
+			rc = conn_value_in(r, pc[i].in, pc[i].len);
+		else
+			r->a.len = pc[i].len;
+		if (rc < 0) {
+			creq_free(r);
+			pc[i].rc = rc;
+		} else if ((rc = creq_submit(r, NULL, p)) < 0) {
+			pc[i].rc = rc;
+		}
+	}
+	return creq_seal(p, NULL);
+}
+
+/* A growing array of pieces. */
+struct pieces {
+	struct piece *v;
+	size_t n, cap;
+};
+
+static struct piece *piece_add(struct pieces *ps, uint16_t op, unsigned member, uint64_t off,
+			       uint64_t len)
+{
+	if (ps->n == ps->cap) {
+		size_t cap = ps->cap ? 2 * ps->cap : 32;
+		struct piece *v = realloc(ps->v, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		ps->v = v;
+		ps->cap = cap;
+	}
+	ps->v[ps->n] = (struct piece){.op = op, .member = (uint8_t)member, .off = off, .len = len};
+	return &ps->v[ps->n++];
+}
+
+/* ---- reads ------------------------------------------------------------------------- */
+
+struct ec_ctx {
+	lode_cont_t *ct;
+	const struct layout_class *cls;
+	const struct ec_codec *codec;
+	struct lode_oid oid;
+	const struct lode_key *k;
+	lode_epoch_t epoch;
+	unsigned nk, nm;  /* k, and k + p */
+	uint32_t lost;    /* members found lost by this call */
+};
+
+/*
+ * Rebuild the fetch pieces ps[i] of lost members (their in buffers) from
+ * the same ranges of k members not lost; members that fail now are lost
+ * too, and the sources chosen again.
+ */
+static int rebuild_pieces(struct ec_ctx *x, struct piece **want, size_t nw)
+{
+	uint64_t total = 0;
+	uint8_t *tmp;
+	int rc = 0;
+
+	for (size_t i = 0; i < nw; i++)
+		total += want[i]->len;
+	if (!(tmp = malloc(total * x->nk + 1)))
+		return -ENOMEM;
+	for (;;) {
+		uint8_t src[EC_CELLS_MAX];
+		unsigned ns = 0;
+		struct pieces ps = {0};
+		uint64_t at = 0;
+		bool again = false;
+
+		for (unsigned m = 0; m < x->nm && ns < x->nk; m++)
+			if (!(x->lost & 1u << m))
+				src[ns++] = (uint8_t)m;
+		if (ns < x->nk) {
+			rc = -EIO; /* more than p members lost */
+			break;
+		}
+		for (size_t i = 0; i < nw && rc == 0; i++) {
+			for (unsigned s = 0; s < ns; s++) {
+				struct piece *pc = piece_add(&ps, NET_OP_ARR_FETCH, src[s], want[i]->off,
+							     want[i]->len);
+
+				if (!pc) {
+					rc = -ENOMEM;
+					break;
+				}
+				pc->in = tmp + at;
+				at += want[i]->len;
+			}
+		}
+		if (rc == 0)
+			rc = batch_run(x->ct, x->oid, x->k, x->epoch, ps.v, ps.n);
+		for (size_t i = 0; i < ps.n && rc == 0; i++) {
+			if (ps.v[i].rc == -ENOENT)
+				memset(ps.v[i].in, 0, ps.v[i].len);
+			else if (lost(ps.v[i].rc)) {
+				x->lost |= 1u << ps.v[i].member;
+				again = true;
+			} else if (ps.v[i].rc < 0)
+				rc = ps.v[i].rc;
+		}
+		for (size_t i = 0, j = 0; i < nw && rc == 0 && !again; i++) {
+			uint8_t *cells[EC_CELLS_MAX] = {0};
+			uint32_t present = 0;
+
+			for (unsigned s = 0; s < ns; s++, j++) {
+				cells[src[s]] = ps.v[j].in;
+				present |= 1u << src[s];
+			}
+			cells[want[i]->member] = want[i]->in;
+			rc = ec_reconstruct(x->codec, cells, present, 1u << want[i]->member,
+					    want[i]->len);
+		}
+		free(ps.v);
+		if (rc < 0 || !again)
+			break;
+	}
+	free(tmp);
+	return rc;
+}
+
+/*
+ * Run fetch pieces of data members into their buffers, rebuilding those of
+ * lost members. *all_absent: every piece found nothing there (-ENOENT).
+ */
+static int fetch_run(struct ec_ctx *x, struct pieces *ps, bool *all_absent)
+{
+	struct piece **want = NULL;
+	size_t nw = 0;
+	bool absent = true;
+	int rc;
+
+	if ((rc = batch_run(x->ct, x->oid, x->k, x->epoch, ps->v, ps->n)) < 0)
+		return rc;
+	for (size_t i = 0; i < ps->n; i++) {
+		struct piece *pc = &ps->v[i];
+
+		if (pc->rc == 0) {
+			absent = false;
+		} else if (pc->rc == -ENOENT) {
+			memset(pc->in, 0, pc->len);
+		} else if (lost(pc->rc)) {
+			absent = false; /* unknown: read as what the others say */
+			x->lost |= 1u << pc->member;
+			if (!want && !(want = calloc(ps->n, sizeof(*want))))
+				return -ENOMEM;
+			want[nw++] = pc;
+		} else {
+			free(want);
+			return pc->rc;
+		}
+	}
+	if (nw)
+		rc = rebuild_pieces(x, want, nw);
+	free(want);
+	if (all_absent)
+		*all_absent = absent;
+	return rc;
+}
+
+static int ctx_init(struct ec_ctx *x, lode_cont_t *ct, const struct layout_class *cls,
+		    struct lode_oid oid, const struct lode_key *k, lode_epoch_t epoch)
+{
+	*x = (struct ec_ctx){.ct = ct, .cls = cls, .oid = oid, .k = k, .epoch = epoch,
+			     .nk = cls->k, .nm = cls->k + cls->p};
+	return (x->codec = codec_of(cls)) ? 0 : -ENOMEM;
+}
+
+/*
+ * Whether any member holds the array: the members a read went to may hold
+ * nothing of it while others do (a hole there, zeros), or none of them does
+ * (-ENOENT, as for any array never written).
+ */
+static bool array_exists(struct ec_ctx *x)
+{
+	struct piece pc[EC_CELLS_MAX];
+
+	for (unsigned m = 0; m < x->nm; m++)
+		pc[m] = (struct piece){.op = NET_OP_ARR_SIZE, .member = (uint8_t)m};
+	if (batch_run(x->ct, x->oid, x->k, x->epoch, pc, x->nm) < 0)
+		return true; /* cannot tell: zeros rather than a false absence */
+	for (unsigned m = 0; m < x->nm; m++)
+		if (pc[m].rc != -ENOENT)
+			return true;
+	return false;
+}
+
+int conn_ec_read(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		 lode_epoch_t epoch, const struct lode_key *k, uint64_t off, void *buf,
+		 uint32_t len, bool holes)
+{
+	struct ec_ctx x;
+	struct ec_range it;
+	struct ec_span sp;
+	struct pieces ps = {0};
+	bool absent = true;
+	int rc;
+
+	if ((rc = ctx_init(&x, ct, cls, oid, k, epoch)) < 0 ||
+	    (rc = ec_range_init(&it, cls->k, EC_IO_CELL, off, len)) < 0)
+		return rc;
+	while (rc == 0 && ec_range_next(&it, &sp)) {
+		for (unsigned c = sp.first_cell; c <= sp.last_cell; c++) {
+			struct piece *pc = piece_add(&ps, NET_OP_ARR_FETCH, c,
+						     sp.stripe * EC_IO_CELL + sp.cell_off[c],
+						     sp.cell_len[c]);
+
+			if (!pc) {
+				rc = -ENOMEM;
+				break;
+			}
+			pc->in = (uint8_t *)buf + sp.cell_buf[c];
+		}
+	}
+	if (rc == 0)
+		rc = fetch_run(&x, &ps, &absent);
+	free(ps.v);
+	if (rc == 0 && absent && !holes && !array_exists(&x))
+		rc = -ENOENT;
+	return rc;
+}
+
+/* ---- writes and punches ------------------------------------------------------------ */
+
+/* Whether the map now has member m of (oid, k's dkey) DOWN. */
+static bool member_down(struct ec_ctx *x, unsigned m)
+{
+	lode_conn_t *c = x->ct->c;
+	struct layout_group g;
+	bool down = false;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->map && layout_dkey_place(c->map, x->oid, x->cls,
+					conn_dkey_hash(x->k->dkey, x->k->dkey_len), &g) == 0)
+		down = m < g.size && g.shard[m].down;
+	pthread_mutex_unlock(&c->lock);
+	return down;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Send again the failed pieces of the members of mask that the map now has
+ * DOWN: to the replacement if a rebuild runs, else they fail at once.
+ */
+static int resend_down(struct ec_ctx *x, struct pieces *ps, uint32_t mask)
+{
+	struct piece *again;
+	size_t *idx, na = 0;
+	uint32_t down = 0;
+	int rc;
+
+	for (unsigned m = 0; m < x->nm; m++)
+		if (mask & 1u << m && member_down(x, m))
+			down |= 1u << m;
+	if (!down)
+		return 0;
+	again = calloc(ps->n, sizeof(*again));
+	idx = calloc(ps->n, sizeof(*idx));
+	if (!again || !idx) {
+		free(again);
+		free(idx);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ps->n; i++) {
+		if (ps->v[i].rc < 0 && down & 1u << ps->v[i].member) {
+			again[na] = ps->v[i];
+			idx[na++] = i;
+		}
+	}
+	rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, again, na);
+	for (size_t j = 0; j < na && rc == 0; j++)
+		ps->v[idx[j]].rc = again[j].rc;
+	free(again);
+	free(idx);
+	return rc;
+}
+
+/*
+ * Run write pieces (updates and punches). A member that does not take its
+ * piece is waited on until the map says it is DOWN, as a replicated write
+ * waits, and its pieces sent again (to its replacement, while a rebuild
+ * runs). The write stands with at most p members lost, all DOWN.
+ */
+static int write_run(struct ec_ctx *x, struct pieces *ps)
+{
+	int64_t deadline = mono_ms() + x->ct->c->timeout_ms;
+	int rc;
+
+	if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, ps->v, ps->n)) < 0)
+		return rc;
+	for (;;) {
+		uint32_t gone = 0, waiting = 0;
+
+		for (size_t i = 0; i < ps->n; i++) {
+			if (ps->v[i].rc == 0)
+				continue;
+			if (!lost(ps->v[i].rc))
+				return ps->v[i].rc;
+			gone |= 1u << ps->v[i].member;
+		}
+		for (unsigned m = 0; m < x->nm; m++)
+			if (gone & 1u << m && !member_down(x, m))
+				waiting |= 1u << m;
+		if (__builtin_popcount(gone) > (int)x->cls->p)
+			return -EIO; /* the stripes could not be read back */
+		if (!waiting)
+			return 0;
+		if (mono_ms() > deadline)
+			return -EHOSTDOWN; /* no map said they are DOWN in time */
+		conn_map_wake(x->ct->c, atomic_load(&x->ct->c->map_ver) + 1);
+		nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+		if ((rc = resend_down(x, ps, waiting)) < 0)
+			return rc;
+	}
+}
+
+/*
+ * A stripe written or punched in part: the new contents of every data cell
+ * over the parity range [po, po + pl) in nb (cell c at nb + c * pl), from
+ * the old bytes where the span does not cover the range. The old bytes
+ * come first, for every partial span at once: olds.
+ */
+static int old_ranges(struct ec_ctx *x, const struct ec_span *sp, uint8_t *nb, struct pieces *olds)
+{
+	for (unsigned c = 0; c < x->nk; c++) {
+		struct piece *pc;
+
+		if (sp->cell_len[c] && sp->cell_off[c] <= sp->parity_off &&
+		    sp->cell_off[c] + sp->cell_len[c] >= sp->parity_off + sp->parity_len)
+			continue; /* all new */
+		if (!(pc = piece_add(olds, NET_OP_ARR_FETCH, c,
+				     sp->stripe * EC_IO_CELL + sp->parity_off, sp->parity_len)))
+			return -ENOMEM;
+		pc->in = nb + (size_t)c * sp->parity_len;
+	}
+	return 0;
+}
+
+/* Lay the span's new bytes (buf; NULL: a punch, zeros) over nb. */
+static void new_ranges(struct ec_ctx *x, const struct ec_span *sp, uint8_t *nb, const uint8_t *buf)
+{
+	for (unsigned c = 0; c < x->nk; c++) {
+		uint8_t *d;
+
+		if (!sp->cell_len[c])
+			continue;
+		d = nb + (size_t)c * sp->parity_len + (sp->cell_off[c] - sp->parity_off);
+		if (buf)
+			memcpy(d, buf + sp->cell_buf[c], sp->cell_len[c]);
+		else
+			memset(d, 0, sp->cell_len[c]);
+	}
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* The partial spans of one write or punch, with their working buffers. */
+struct partial {
+	struct ec_span sp;
+	uint8_t *nb;  /* k cells of parity_len: new data */
+	uint8_t *par; /* p cells of parity_len */
+};
+
+/*
+ * The parity of each partial span, and the pieces that write it: its data
+ * ranges (written from buf, or punched) and its parity ranges (written, or
+ * punched when all zero).
+ */
+static int partials_finish(struct ec_ctx *x, struct partial *pa, unsigned npa, const uint8_t *buf,
+			   struct pieces *ws)
+{
+	for (unsigned i = 0; i < npa; i++) {
+		const struct ec_span *sp = &pa[i].sp;
+		uint8_t *data[EC_K_MAX], *par[EC_P_MAX];
+		bool zero;
+		int rc;
+
+		new_ranges(x, sp, pa[i].nb, buf);
+		for (unsigned c = 0; c < x->nk; c++)
+			data[c] = pa[i].nb + (size_t)c * sp->parity_len;
+		for (unsigned j = 0; j < x->cls->p; j++)
+			par[j] = pa[i].par + (size_t)j * sp->parity_len;
+		if ((rc = ec_encode(x->codec, data, par, sp->parity_len)) < 0)
+			return rc;
+		zero = all_zero(pa[i].par, (size_t)x->cls->p * sp->parity_len);
+		for (unsigned c = 0; c < x->nk; c++) {
+			struct piece *pc;
+
+			if (!sp->cell_len[c])
+				continue;
+			if (!(pc = piece_add(ws, buf ? NET_OP_ARR_UPDATE : NET_OP_ARR_PUNCH, c,
+					     sp->stripe * EC_IO_CELL + sp->cell_off[c],
+					     sp->cell_len[c])))
+				return -ENOMEM;
+			pc->out = buf ? buf + sp->cell_buf[c] : NULL;
+		}
+		for (unsigned j = 0; j < x->cls->p; j++) {
+			struct piece *pc = piece_add(ws, zero ? NET_OP_ARR_PUNCH : NET_OP_ARR_UPDATE,
+						     x->nk + j,
+						     sp->stripe * EC_IO_CELL + sp->parity_off,
+						     sp->parity_len);
+
+			if (!pc)
+				return -ENOMEM;
+			pc->out = par[j];
+		}
+	}
+	return 0;
+}
+
+/* Start a partial span: its buffers, and the fetches of its old bytes. */
+static int partial_add(struct ec_ctx *x, struct partial *pa, const struct ec_span *sp,
+		       struct pieces *olds)
+{
+	size_t n = (size_t)(x->nk + x->cls->p) * sp->parity_len;
+
+	pa->sp = *sp;
+	if (!(pa->nb = calloc(1, n)))
+		return -ENOMEM;
+	pa->par = pa->nb + (size_t)x->nk * sp->parity_len;
+	return old_ranges(x, sp, pa->nb, olds);
+}
+
+/*
+ * The end of a write or punch whose pieces so far are ws (rc: how their
+ * making went): the old bytes of the partial spans fetched, their parity
+ * made and its pieces added, everything written. Frees what the spans and
+ * piece lists hold.
+ */
+static int writes_finish(struct ec_ctx *x, int rc, struct partial *pa, unsigned npa,
+			 const uint8_t *buf, struct pieces *olds, struct pieces *ws)
+{
+	if (rc == 0 && olds->n)
+		rc = fetch_run(x, olds, NULL);
+	if (rc == 0)
+		rc = partials_finish(x, pa, npa, buf, ws);
+	if (rc == 0)
+		rc = write_run(x, ws);
+	for (unsigned i = 0; i < npa; i++)
+		free(pa[i].nb);
+	free(olds->v);
+	free(ws->v);
+	return rc;
+}
+
+int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		  const struct lode_key *k, uint64_t off, const void *buf, uint32_t len)
+{
+	const uint8_t *b = buf;
+	struct ec_ctx x;
+	struct ec_range it;
+	struct ec_span sp;
+	struct pieces ws = {0}, olds = {0};
+	struct partial pa[2];
+	unsigned npa = 0, p = cls->p;
+	uint8_t *par = NULL;
+	uint64_t nfull = 0;
+	pthread_mutex_t *lk;
+	int rc;
+
+	if ((rc = ctx_init(&x, ct, cls, oid, k, LODE_EPOCH_MAX)) < 0 ||
+	    (rc = ec_range_init(&it, cls->k, EC_IO_CELL, off, len)) < 0)
+		return rc;
+	/* Only the first and the last stripe of a range can be partial. */
+	nfull = len / ((uint64_t)cls->k * EC_IO_CELL) + 1;
+	if (!(par = malloc(nfull * p * EC_IO_CELL)))
+		return -ENOMEM;
+	lk = wlock_of(ct, oid, k);
+	pthread_mutex_lock(lk);
+	nfull = 0;
+	while (rc == 0 && ec_range_next(&it, &sp)) {
+		if (!sp.full) {
+			rc = partial_add(&x, &pa[npa++], &sp, &olds);
+			continue;
+		}
+		uint8_t *data[EC_K_MAX], *pp[EC_P_MAX];
+
+		for (unsigned c = 0; c < cls->k; c++) {
+			struct piece *pc = piece_add(&ws, NET_OP_ARR_UPDATE, c,
+						     sp.stripe * EC_IO_CELL, EC_IO_CELL);
+
+			if (!pc) {
+				rc = -ENOMEM;
+				break;
+			}
+			pc->out = data[c] = (uint8_t *)b + sp.cell_buf[c];
+		}
+		for (unsigned j = 0; j < p && rc == 0; j++) {
+			struct piece *pc = piece_add(&ws, NET_OP_ARR_UPDATE, cls->k + j,
+						     sp.stripe * EC_IO_CELL, EC_IO_CELL);
+
+			if (!pc) {
+				rc = -ENOMEM;
+				break;
+			}
+			pc->out = pp[j] = par + (nfull * p + j) * EC_IO_CELL;
+		}
+		if (rc == 0)
+			rc = ec_encode(x.codec, data, pp, EC_IO_CELL);
+		nfull++;
+	}
+	rc = writes_finish(&x, rc, pa, npa, b, &olds, &ws);
+	pthread_mutex_unlock(lk);
+	free(par);
+	return rc;
+}
+
+int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		  const struct lode_key *k, uint64_t off, uint64_t len)
+{
+	uint64_t stripe = (uint64_t)cls->k * EC_IO_CELL, end = off + len;
+	uint64_t s0 = (off + stripe - 1) / stripe, s1 = end / stripe; /* whole stripes [s0, s1) */
+	struct ec_ctx x;
+	struct pieces ws = {0}, olds = {0};
+	struct partial pa[2];
+	unsigned npa = 0;
+	pthread_mutex_t *lk;
+	int rc;
+
+	if (len == 0)
+		return 0;
+	if ((rc = ctx_init(&x, ct, cls, oid, k, LODE_EPOCH_MAX)) < 0)
+		return rc;
+	lk = wlock_of(ct, oid, k);
+	pthread_mutex_lock(lk);
+	/* The partial stripes at either end: [off, s0 * stripe) and
+	 * [s1 * stripe, end), or [off, end) inside one stripe. */
+	for (int side = 0; side < 2 && rc == 0; side++) {
+		uint64_t a = side ? s1 * stripe : off, e = side ? end : s0 * stripe;
+		struct ec_range it;
+		struct ec_span sp;
+
+		if (side && s1 < s0)
+			break; /* the head was the whole range */
+		if (a < off)
+			a = off;
+		if (e > end)
+			e = end;
+		if (e <= a)
+			continue;
+		if ((rc = ec_range_init(&it, cls->k, EC_IO_CELL, a, e - a)) < 0)
+			break;
+		while (rc == 0 && ec_range_next(&it, &sp))
+			rc = sp.full ? -EPROTO : partial_add(&x, &pa[npa++], &sp, &olds);
+	}
+	/* The whole stripes: one range on every member. */
+	for (unsigned m = 0; m < x.nm && rc == 0 && s1 > s0; m++)
+		if (!piece_add(&ws, NET_OP_ARR_PUNCH, m, s0 * EC_IO_CELL, (s1 - s0) * EC_IO_CELL))
+			rc = -ENOMEM;
+	rc = writes_finish(&x, rc, pa, npa, NULL, &olds, &ws);
+	pthread_mutex_unlock(lk);
+	return rc;
+}
+
+/* ---- size -------------------------------------------------------------------------- */
+
+/* Array byte + 1 of the end of a member's local size n in cell column c. */
+static uint64_t global_end(unsigned nk, unsigned c, uint64_t n)
+{
+	uint64_t s = (n - 1) / EC_IO_CELL, o = (n - 1) % EC_IO_CELL;
+
+	return s * nk * EC_IO_CELL + (uint64_t)c * EC_IO_CELL + o + 1;
+}
+
+int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		 lode_epoch_t epoch, const struct lode_key *k, uint64_t *size_out)
+{
+	struct piece pc[EC_CELLS_MAX];
+	struct ec_ctx x;
+	uint64_t size = 0, pmax = 0;
+	unsigned nlost = 0;
+	int rc;
+
+	if ((rc = ctx_init(&x, ct, cls, oid, k, epoch)) < 0)
+		return rc;
+	for (unsigned m = 0; m < x.nm; m++)
+		pc[m] = (struct piece){.op = NET_OP_ARR_SIZE, .member = (uint8_t)m};
+	if ((rc = batch_run(ct, oid, k, epoch, pc, x.nm)) < 0)
+		return rc;
+	for (unsigned m = 0; m < x.nm; m++) {
+		if (pc[m].rc == -ENOENT)
+			pc[m].val = 0;
+		else if (lost(pc[m].rc))
+			nlost++;
+		else if (pc[m].rc < 0)
+			return pc[m].rc;
+		if (m >= x.nk && pc[m].rc == 0 && pc[m].val > pmax)
+			pmax = pc[m].val;
+	}
+	if (nlost > cls->p)
+		return -EIO;
+	for (unsigned c = 0; c < x.nk; c++) {
+		/* A lost data member: no further than the parity reaches in its
+		 * column (an upper bound; the bytes past the end read as zeros). */
+		uint64_t n = lost(pc[c].rc) ? pmax : pc[c].val, e = n ? global_end(x.nk, c, n) : 0;
+
+		if (e > size)
+			size = e;
+	}
+	*size_out = size;
+	return 0;
+}

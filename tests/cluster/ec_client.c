@@ -1,0 +1,450 @@
+/*
+ * ec_client: erasure-coded objects over several engines, driven by
+ * ec_cluster_test.sh (which starts the engines and kills them between and during
+ * commands). Every command prints "ok ..." and exits 0, or prints what
+ * failed and exits 1.
+ *
+ *   ops ADDR CONT CLASS SEED N    N random writes, punches and reads of byte
+ *                                 arrays of CLASS (S1, RP_2, EC_2P1, ...):
+ *                                 whole stripes, partial ones, unaligned,
+ *                                 spanning stripes, punched to far past the
+ *                                 end; every read and size checked against a
+ *                                 model in memory; single values and a
+ *                                 chunked array of the class too.
+ *   dops ADDR CONT CLASS SEED N   ops with engines lost: a size is then an upper
+ *                                 bound (a lost data member's end is guessed
+ *                                 from the parity's), not exact.
+ *   verify ADDR CONT CLASS SEED N the state ops SEED N left (the model is
+ *                                 replayed, nothing written) read back, and
+ *                                 sizes at least the model's (a dead data
+ *                                 member makes the size an upper bound).
+ *   stream ADDR CONT CLASS SECS   full and partial stripe writes of new
+ *                                 objects for SECS seconds, no error allowed;
+ *                                 the count acknowledged printed, then every
+ *                                 one read back.
+ *   check ADDR CONT CLASS N       objects 0..N-1 of stream read back.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client.h"
+#include "ec/ec.h"
+#include "layout/layout.h"
+#include "lode/lode.h"
+
+#define NARR 3
+#define ARR_MAX (1536u << 10) /* the model's arrays: 1.5 MiB each */
+#define SV_N 4
+
+static void die(const char *what, int rc)
+{
+	printf("FAIL %s: %d (%s)\n", what, rc, lode_strerror(rc));
+	exit(1);
+}
+
+static uint64_t rng(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)rng(&x);
+}
+
+/* What the arrays should hold: bytes and which of them are written. */
+struct model {
+	uint8_t data[NARR][ARR_MAX];
+	uint8_t written[NARR][ARR_MAX];
+	uint8_t sv[SV_N][5000];
+	uint32_t sv_len[SV_N];
+};
+
+static uint64_t model_size(const struct model *m, unsigned a)
+{
+	for (uint64_t i = ARR_MAX; i > 0; i--)
+		if (m->written[a][i - 1])
+			return i;
+	return 0;
+}
+
+struct ctx {
+	lode_cont_t *ct;
+	unsigned cls;
+	uint64_t seed;
+	bool io;      /* false: replay the model only */
+	bool upper;   /* sizes are upper bounds (members lost or rebuilt) */
+	struct model *m;
+	unsigned stripe; /* bytes of a stripe of the class, or 64 KiB */
+};
+
+static struct lode_oid arr_oid(const struct ctx *x, unsigned a)
+{
+	return lode_oid_make(LODE_OT_ARRAY, x->cls, (uint32_t)(x->seed & 0xffffff), a);
+}
+
+static const struct lode_key akey = {"d", 1, "a", 1};
+
+static int check_read(struct ctx *x, unsigned a, uint64_t off, uint32_t len, const char *what)
+{
+	uint8_t *got = malloc(len);
+	int rc;
+
+	if (!got)
+		die("malloc", -ENOMEM);
+	memset(got, 0xee, len);
+	rc = lode_obj_read(x->ct, arr_oid(x, a), LODE_EPOCH_MAX, &akey, off, got, len, NULL);
+	if (rc == -ENOENT && model_size(x->m, a) == 0)
+		rc = 0, memset(got, 0, len);
+	if (rc < 0) {
+		printf("FAIL %s: read %u [%llu, +%u): %d (%s)\n", what, a, (unsigned long long)off,
+		       len, rc, lode_strerror(rc));
+		exit(1);
+	}
+	for (uint32_t i = 0; i < len; i++) {
+		uint8_t want = off + i < ARR_MAX && x->m->written[a][off + i] ? x->m->data[a][off + i] : 0;
+
+		if (got[i] != want) {
+			printf("FAIL %s: array %u byte %llu is %02x, not %02x (read [%llu, +%u))\n", what,
+			       a, (unsigned long long)(off + i), got[i], want,
+			       (unsigned long long)off, len);
+			exit(1);
+		}
+	}
+	free(got);
+	return 0;
+}
+
+/* One random operation of ops. */
+static void one_op(struct ctx *x, uint64_t *s, unsigned i)
+{
+	unsigned a = (unsigned)(rng(s) % NARR), kind = (unsigned)(rng(s) % 100);
+	uint64_t off, len;
+	int rc;
+
+	/* Offsets: aligned to a stripe, to 4 KiB, or anywhere. */
+	switch (rng(s) % 3) {
+	case 0:
+		off = rng(s) % (ARR_MAX / x->stripe) * x->stripe;
+		break;
+	case 1:
+		off = rng(s) % (ARR_MAX / 4096) * 4096;
+		break;
+	default:
+		off = rng(s) % ARR_MAX;
+	}
+	switch (rng(s) % 4) {
+	case 0:
+		len = 1 + rng(s) % 100;
+		break;
+	case 1:
+		len = x->stripe * (1 + rng(s) % 3);
+		break;
+	case 2:
+		len = 4096;
+		break;
+	default:
+		len = 1 + rng(s) % (300u << 10);
+	}
+	if (off + len > ARR_MAX)
+		len = ARR_MAX - off;
+	if (len == 0)
+		len = 1, off = ARR_MAX - 1;
+	if (kind < 45) {
+		uint8_t *b = malloc(len);
+
+		fill(b, len, x->seed * 1000003 + i);
+		if (x->io && (rc = lode_obj_write(x->ct, arr_oid(x, a), &akey, off, b,
+						  (uint32_t)len, NULL)) < 0) {
+			printf("FAIL op %u: write %u [%llu, +%llu): %d (%s)\n", i, a,
+			       (unsigned long long)off, (unsigned long long)len, rc,
+			       lode_strerror(rc));
+			exit(1);
+		}
+		memcpy(&x->m->data[a][off], b, len);
+		memset(&x->m->written[a][off], 1, len);
+		free(b);
+	} else if (kind < 60) {
+		/* Sometimes to far past the end, as truncate does. */
+		uint64_t plen = kind < 50 ? (1ull << 40) : len;
+
+		if (x->io && (rc = lode_range_punch(x->ct, arr_oid(x, a), &akey, off, plen, NULL)) < 0) {
+			printf("FAIL op %u: punch %u [%llu, +%llu): %d (%s)\n", i, a,
+			       (unsigned long long)off, (unsigned long long)plen, rc,
+			       lode_strerror(rc));
+			exit(1);
+		}
+		memset(&x->m->written[a][off], 0, plen > ARR_MAX - off ? ARR_MAX - off : plen);
+	} else if (kind < 90) {
+		if (x->io)
+			check_read(x, a, off, (uint32_t)len, "read");
+	} else if (x->io) {
+		uint64_t size = 0;
+
+		if ((rc = lode_obj_size(x->ct, arr_oid(x, a), LODE_EPOCH_MAX, &akey, &size)) < 0 &&
+		    rc != -ENOENT)
+			die("size", rc);
+		if (x->upper ? size < model_size(x->m, a) : size != model_size(x->m, a)) {
+			printf("FAIL op %u: array %u size %llu, not %llu\n", i, a,
+			       (unsigned long long)size, (unsigned long long)model_size(x->m, a));
+			exit(1);
+		}
+	}
+}
+
+/* Single values and a chunked array of the class: written by ops, checked by both. */
+static void extras(struct ctx *x, bool write)
+{
+	struct lode_oid o = lode_oid_make(LODE_OT_KV, x->cls, (uint32_t)(x->seed & 0xffffff), 99);
+	struct lode_oid ao = lode_oid_make(LODE_OT_ARRAY, x->cls, (uint32_t)(x->seed & 0xffffff), 98);
+	size_t alen = (3u << 20) + 12345;
+	uint8_t *want = malloc(alen), *got = malloc(alen);
+	int rc;
+
+	fill(want, alen, x->seed + 77);
+	for (unsigned j = 0; j < SV_N; j++) {
+		char dk[16];
+		struct lode_key k = {dk, 0, "v", 1};
+		uint8_t buf[5000];
+		uint32_t len = 0;
+
+		k.dkey_len = (uint32_t)snprintf(dk, sizeof(dk), "sv%u", j);
+		x->m->sv_len[j] = 100 + 1000 * j;
+		fill(x->m->sv[j], x->m->sv_len[j], x->seed + j);
+		if (write && (rc = lode_obj_update(x->ct, o, &k, x->m->sv[j], x->m->sv_len[j],
+						   NULL)) < 0)
+			die("sv update", rc);
+		if (!x->io)
+			continue;
+		if ((rc = lode_obj_fetch(x->ct, o, LODE_EPOCH_MAX, &k, buf, sizeof(buf), &len,
+					 NULL)) < 0)
+			die("sv fetch", rc);
+		if (len != x->m->sv_len[j] || memcmp(buf, x->m->sv[j], len))
+			die("sv bytes differ", -EIO);
+	}
+	if (write && (rc = lode_array_write(x->ct, ao, 0, 777, want, alen, NULL)) < 0)
+		die("array write", rc);
+	if (x->io) {
+		if ((rc = lode_array_read(x->ct, ao, 0, LODE_EPOCH_MAX, 777, got, alen, NULL)) < 0)
+			die("array read", rc);
+		if (memcmp(got, want, alen))
+			die("chunked array bytes differ", -EIO);
+		/* Its size comes from listing its chunks (dkeys) and their sizes. */
+		uint64_t size = 0;
+
+		if ((rc = lode_array_size(x->ct, ao, 0, LODE_EPOCH_MAX, &size)) < 0)
+			die("array size", rc);
+		if (size < 777 + alen || (!x->upper && size != 777 + alen)) {
+			printf("FAIL chunked array size %llu, not %zu\n", (unsigned long long)size,
+			       777 + alen);
+			exit(1);
+		}
+		/* The single values' dkeys, each listed once. */
+		struct lode_anchor an = {0};
+		int n = lode_dkey_list(x->ct, o, LODE_EPOCH_MAX, &an, got, alen), total = 0;
+
+		while (n > 0) {
+			total += n;
+			n = an.eof ? 0 : lode_dkey_list(x->ct, o, LODE_EPOCH_MAX, &an, got, alen);
+		}
+		if (n < 0)
+			die("dkey list", n);
+		if (total != SV_N) {
+			printf("FAIL %d dkeys listed, not %d\n", total, SV_N);
+			exit(1);
+		}
+	}
+	free(want);
+	free(got);
+}
+
+static void open_cont(const char *addr, const char *label, lode_conn_t **c, lode_cont_t **ct)
+{
+	int rc;
+
+	if ((rc = lode_connect(addr, NULL, c)) < 0)
+		die("connect", rc);
+	if ((rc = lode_cont_open(*c, label, ct)) < 0)
+		die("cont open", rc);
+}
+
+static int cmd_ops(struct ctx *x, unsigned n, bool verify)
+{
+	uint64_t s = x->seed * 0x9e3779b97f4a7c15ull | 1;
+
+	x->io = !verify;
+	for (unsigned i = 0; i < n; i++)
+		one_op(x, &s, i);
+	x->io = true;
+	extras(x, !verify);
+	for (unsigned a = 0; a < NARR; a++) {
+		uint64_t size = 0;
+		int rc;
+
+		check_read(x, a, 0, ARR_MAX, verify ? "verify" : "final read");
+		if ((rc = lode_obj_size(x->ct, arr_oid(x, a), LODE_EPOCH_MAX, &akey, &size)) < 0 &&
+		    rc != -ENOENT)
+			die("size", rc);
+		/* Degraded or rebuilt, a size is an upper bound. */
+		if (x->upper ? size < model_size(x->m, a) : size != model_size(x->m, a)) {
+			printf("FAIL array %u size %llu, model %llu\n", a, (unsigned long long)size,
+			       (unsigned long long)model_size(x->m, a));
+			return 1;
+		}
+	}
+	printf("ok   %s seed %llu: %u operations, every byte and size as the model says\n",
+	       verify ? "verify" : "ops", (unsigned long long)x->seed, n);
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Object i of stream: a whole stripe and a bit at 0, a partial write inside. */
+static int stream_obj(struct ctx *x, unsigned i, bool write)
+{
+	struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0x57ea, i);
+	uint32_t n = x->stripe + 5000;
+	uint8_t *want = malloc(n), *got = malloc(n);
+	int rc;
+
+	fill(want, n, i + 1);
+	if (write) {
+		if ((rc = lode_obj_write(x->ct, o, &akey, 0, want, n, NULL)) == 0)
+			rc = lode_obj_write(x->ct, o, &akey, 1000, want + 1000, 3000, NULL);
+	} else {
+		rc = lode_obj_read(x->ct, o, LODE_EPOCH_MAX, &akey, 0, got, n, NULL);
+		if (rc == 0 && memcmp(got, want, n)) {
+			uint32_t b = 0, e = n, bad = 0;
+
+			while (got[b] == want[b])
+				b++;
+			while (got[e - 1] == want[e - 1])
+				e--;
+			for (uint32_t j = b; j < e; j++)
+				bad += got[j] != want[j];
+			printf("object %u: %u bytes differ in [%u, %u)\n", i, bad, b, e);
+			rc = 1;
+		}
+	}
+	free(want);
+	free(got);
+	return rc;
+}
+
+/* Which members of stream object i hold what they should (EC_2P1): for a failure's report. */
+static void members(struct ctx *x, unsigned i)
+{
+	struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0x57ea, i);
+	uint32_t n = x->stripe + 5000, cs = 64u << 10;
+	uint8_t *want = malloc(n), *cell[3], *got = malloc(cs + 5000);
+	struct ec_codec *codec;
+
+	fill(want, n, i + 1);
+	cell[0] = calloc(1, cs + 5000);
+	cell[1] = calloc(1, cs + 5000);
+	cell[2] = calloc(1, cs + 5000);
+	memcpy(cell[0], want, cs);
+	memcpy(cell[0] + cs, want + 2 * cs, 5000);
+	memcpy(cell[1], want + cs, cs);
+	ec_codec_create(2, 1, &codec);
+	{
+		struct layout_class lc;
+		struct layout_group g;
+
+		layout_class_from_id(x->cls, &lc);
+		pthread_mutex_lock(&x->ct->c->lock);
+		if (layout_dkey_place(x->ct->c->map, o, &lc, conn_dkey_hash("d", 1), &g) == 0)
+			for (unsigned m = 0; m < g.size; m++)
+				printf("member %u: engine %u target %u%s (map version %llu)\n", m,
+				       g.shard[m].engine, g.shard[m].tgt, g.shard[m].down ? " DOWN" : "",
+				       (unsigned long long)x->ct->c->map->version);
+		pthread_mutex_unlock(&x->ct->c->lock);
+	}
+	ec_encode(codec, cell, cell + 2, cs + 5000);
+	for (unsigned m = 0; m < 3; m++) {
+		struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, o, &akey);
+		int rc;
+
+		r->pinned = true;
+		r->member = (uint8_t)m;
+		conn_value_in(r, got, m == 1 ? cs : cs + 5000);
+		rc = creq_submit(r, NULL, NULL);
+		printf("member %u: rc %d, %s\n", m, rc,
+		       rc ? "-" : memcmp(got, cell[m], m == 1 ? cs : cs + 5000) ? "WRONG" : "right");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct model m;
+	struct ctx x = {.m = &m};
+	struct layout_class lc;
+	lode_conn_t *c;
+	int rc = 2;
+
+	bool ops = argc == 7 && (!strcmp(argv[1], "ops") || !strcmp(argv[1], "verify") ||
+				 !strcmp(argv[1], "dops"));
+
+	if ((!ops && argc != 6) || layout_class_parse(argv[4], &lc) < 0) {
+		fprintf(stderr, "usage: ec_client ops|dops|verify ADDR CONT CLASS SEED N\n"
+				"       ec_client stream ADDR CONT CLASS SECS\n"
+				"       ec_client check ADDR CONT CLASS N\n");
+		return 2;
+	}
+	x.cls = lc.id;
+	x.stripe = lc.redun == LAYOUT_R_EC ? lc.k * (64u << 10) : 64u << 10;
+	open_cont(argv[2], argv[3], &c, &x.ct);
+	if (ops) {
+		x.seed = strtoull(argv[5], NULL, 10);
+		x.upper = strcmp(argv[1], "ops") != 0;
+		rc = cmd_ops(&x, (unsigned)strtoul(argv[6], NULL, 10), !strcmp(argv[1], "verify"));
+	} else if (!strcmp(argv[1], "stream")) {
+		int64_t end = now_ms() + 1000 * (int64_t)strtoul(argv[5], NULL, 10);
+		unsigned i = 0;
+
+		for (; now_ms() < end; i++)
+			if ((rc = stream_obj(&x, i, true)) < 0) {
+				printf("FAIL stream object %u: %d (%s)\n", i, rc, lode_strerror(rc));
+				return 1;
+			}
+		printf("count %u\n", i);
+		fflush(stdout);
+		for (unsigned j = 0; j < i; j++)
+			if ((rc = stream_obj(&x, j, false)) != 0) {
+				printf("FAIL stream object %u reads back: %d\n", j, rc);
+				return 1;
+			}
+		printf("ok   %u objects written across the stream, every one read back\n", i);
+		rc = 0;
+	} else if (!strcmp(argv[1], "check")) {
+		unsigned n = (unsigned)strtoul(argv[5], NULL, 10);
+
+		for (unsigned j = 0; j < n; j++)
+			if ((rc = stream_obj(&x, j, false)) != 0) {
+				printf("FAIL stream object %u reads back: %d\n", j, rc);
+				members(&x, j);
+				return 1;
+			}
+		printf("ok   %u stream objects read back\n", n);
+		rc = 0;
+	}
+	lode_cont_close(x.ct);
+	lode_disconnect(c);
+	return rc;
+}

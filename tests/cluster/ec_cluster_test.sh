@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Erasure coding on the I/O path (src/client/ec_io.c) and its rebuild
+# (src/server/rebuild.c). Six engines on loopback. ec_client (ec_client.c)
+# drives liblode. Checks:
+#   - random writes, punches, reads and sizes of EC_2P1 and EC_4P2 arrays
+#     (whole and partial stripes, unaligned, spanning stripes, punched to
+#     far past the end) match a model in memory, as S1's do; single values
+#     and chunked arrays of both classes read back;
+#   - EC_8P2 on six engines fails with -ENOSPC; an encrypted EC container
+#     is refused;
+#   - kill -9 of an engine during an EC_2P1 write stream: no write fails,
+#     and every object reads back;
+#   - with the engine DOWN (no rebuild: EC_4P2 needs six engines, five are
+#     left) everything reads back degraded, and writes, partial ones
+#     included, go on and read back;
+#   - once the EC_4P2 container is destroyed, the dead engine's EC_2P1
+#     cells are rebuilt onto the replacements and it goes OUT; then a
+#     second engine is killed, and everything still reads back: the reads
+#     now need the rebuilt cells.
+#
+# usage: ec_cluster_test.sh LODED LODE EC_CLIENT
+set -u
+loded=$1
+lode=$2
+client=$3
+# A write that lost a member waits, up to the client's timeout, for the map
+# to mark that engine DOWN: the timeout must outlast the grace.
+export UCX_NET_DEVICES=lo LODE_TIMEOUT_MS=8000
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+scratch_setup ec-cluster-test
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
+
+loded_start --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
+a_addr=$addr
+mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
+A() { "$lode" --addr "$a_addr" "$@"; }
+C() { check "$1" 0 "$client" "${@:2}"; cat "$dir/out"; }
+
+declare -A epid
+for e in b c d e f; do
+	loded_join "$e" --targets 1
+	epid[$e]=$jpid
+	pids+=("$jpid")
+done
+for i in 1 2 3 4 5; do wait_state "engine $i joins UP" "$i" UP 5; done
+check "container of class EC_2P1" 0 A cont create c21 --class EC_2P1
+check "container of class EC_4P2" 0 A cont create c42 --class EC_4P2
+check "container of class S1" 0 A cont create cs1 --class S1
+
+# ---- the I/O path against a model ----
+C "S1 matches the model (the engine's own semantics)" ops "$a_addr" cs1 S1 1 150
+C "EC_2P1 matches the model" ops "$a_addr" c21 EC_2P1 2 300
+C "EC_2P1 matches the model (another seed)" ops "$a_addr" c21 EC_2P1 12 300
+C "EC_4P2 matches the model" ops "$a_addr" c42 EC_4P2 3 300
+check "EC_8P2 on six engines fails" 1 "$client" ops "$a_addr" c21 EC_8P2 9 20
+grep -q "No space left" "$dir/out" && echo "ok   ... with -ENOSPC" && pass=$((pass + 1)) ||
+	failed "EC_8P2's error is not -ENOSPC: $(cat "$dir/out")"
+XDG_CONFIG_HOME=$dir/xdg A keygen >/dev/null || failed "lode keygen"
+export LODE_TENANT_KEY=$dir/xdg/lode/tenant.key
+check "an encrypted EC container is refused" 1 A cont create cenc --class EC_2P1 --encrypt
+grep -q "erasure-coded" "$dir/err" "$dir/out" && echo "ok   ... saying why" && pass=$((pass + 1)) ||
+	failed "no reason given: $(cat "$dir/err" "$dir/out")"
+
+# ---- kill -9 of engine f (5) during an EC_2P1 write stream ----
+"$client" stream "$a_addr" c21 EC_2P1 4 >"$dir/stream.out" 2>&1 &
+stream=$!
+sleep 1.5
+kill -9 "${epid[f]}"
+wait "${epid[f]}" 2>/dev/null
+wait "$stream"
+rc=$?
+cat "$dir/stream.out"
+[ "$rc" -eq 0 ] || failed "EC_2P1 stream across kill -9 exited $rc"
+n=$(sed -n 's/^count //p' "$dir/stream.out")
+wait_state "killed f is DOWN" 5 DOWN 10
+
+# ---- degraded: five engines, EC_4P2 groups have no replacement ----
+C "EC_2P1 reads back degraded" verify "$a_addr" c21 EC_2P1 2 300
+C "EC_4P2 reads back degraded" verify "$a_addr" c42 EC_4P2 3 300
+C "the stream's objects read back degraded" check "$a_addr" c21 EC_2P1 "${n:-1}"
+C "EC_2P1 writes and punches go on degraded" dops "$a_addr" c21 EC_2P1 4 300
+C "EC_4P2 writes and punches go on degraded" dops "$a_addr" c42 EC_4P2 5 300
+[ "$(engine_state 5)" = DOWN ] && echo "ok   f is still DOWN (nothing to rebuild onto)" &&
+	pass=$((pass + 1)) || failed "f is $(engine_state 5), expected DOWN"
+
+# ---- f's EC_2P1 cells are rebuilt, f goes OUT ----
+# (A new engine would join NEW, and NEW engines are not integrated while
+# an engine is DOWN; so the EC_4P2 groups, which have no replacement, go.)
+check "destroy the EC_4P2 container" 0 A cont destroy c42
+wait_state "rebuilt f is OUT" 5 OUT 60
+grep -q "rebuild for pool map version [0-9]*: done" "$dir/loded.log" &&
+	echo "ok   the engines say the rebuild is done" && pass=$((pass + 1)) ||
+	failed "no rebuild done in loded.log"
+for s in 2 4; do C "EC_2P1 seed $s reads back after the rebuild" verify "$a_addr" c21 EC_2P1 $s 300; done
+C "the stream's objects read back after the rebuild" check "$a_addr" c21 EC_2P1 "${n:-1}"
+
+# ---- a second failure: the reads need the rebuilt cells ----
+kill -9 "${epid[e]}"
+wait "${epid[e]}" 2>/dev/null
+wait_state "killed e is DOWN" 4 DOWN 10
+for s in 2 4; do C "EC_2P1 seed $s reads back, e dead, f rebuilt" verify "$a_addr" c21 EC_2P1 $s 300; done
+C "the stream's objects read back, e dead, f rebuilt" check "$a_addr" c21 EC_2P1 "${n:-1}"
+checks_done
