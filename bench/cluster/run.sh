@@ -538,7 +538,7 @@ if not ec:
     warnings.append("no lode-ec-bench figures (see ec-bench.txt)")
 print("`lode-ec-bench --codes 2+1,4+2 --cells 4K,1M`: one thread, in memory, no I/O; "
       "GiB/s of data, median (min–max) of 5 samples. **A library figure, not an "
-      "end-to-end one**: EC is not on the I/O path yet.\n")
+      "end-to-end one** (bench/cluster/ec.sh measures EC end to end).\n")
 table(["code", "cell", "encode, GiB/s", "ms per GiB", "memcpy, same run",
        "1 copy / 2 copies (RP_2's / RP_3's extra copying)"],
       [[e["code"], e["cell"], e.get("enc", "—"),
