@@ -140,6 +140,7 @@ struct lode_conn {
 	 * ends in: map with them OUT. Writes go to the replacements it names
 	 * too (place.c). NULL otherwise. */
 	struct layout_map *map_next;
+	bool draining;          /* the service's map has DRAIN engines or targets (UP in map) */
 	bool map_local;         /* map is conn_map_local's: the service's is not installed */
 	struct creq *parked;    /* refused as stale: placed again with the next map */
 	uint32_t transport;   /* NET_TP_* in use */
@@ -500,8 +501,8 @@ int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *
 
 /*
  * Whether engine self has a rebuild to take part in under c's map: 1 (a
- * DOWN engine or target, and self is UP), 0 (nothing to do), -EAGAIN (the
- * map has DRAIN or NEW engines, whose migrations are not built). *share
+ * DOWN or DRAIN engine or target, and self is UP or DRAIN), 0 (nothing to
+ * do), -EAGAIN (the map has NEW engines, whose integration is not built). *share
  * gets a rough share of an engine's data that is to be copied (DOWN
  * engines / UP ones), for an estimate of the work.
  */

@@ -89,8 +89,10 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 }
 
 /*
- * c->map_next for the map now installed: a copy with every DOWN engine and
- * target OUT, while there are any; else NULL. Lock held.
+ * c->map_next for the map now installed: a copy with every DOWN and DRAIN
+ * engine and target OUT, while there are any; else NULL. And c->map itself
+ * with DRAIN engines and targets UP, so that data keeps being placed where
+ * it is until the drain ends (c->draining says one runs). Lock held.
  */
 static void map_next_update(lode_conn_t *c)
 {
@@ -99,19 +101,35 @@ static void map_next_update(lode_conn_t *c)
 
 	layout_map_free(c->map_next);
 	c->map_next = NULL;
+	c->draining = false;
+	uint64_t v;
+
 	if (!c->map || c->map_local || layout_map_dup(c->map, &n) < 0)
 		return;
+	v = c->map->version;
 	for (uint32_t i = 0; i < n->nengines; i++) {
 		const struct layout_engine *e = &n->engines[i];
+		uint32_t id = e->id;
 
-		if (e->state == LAYOUT_DOWN) {
-			any |= layout_map_engine_set(n, e->id, LAYOUT_OUT) == 0;
+		if (e->state == LAYOUT_DOWN || e->state == LAYOUT_DRAIN) {
+			c->draining |= e->state == LAYOUT_DRAIN;
+			if (e->state == LAYOUT_DRAIN)
+				layout_map_engine_set(c->map, id, LAYOUT_UP);
+			any |= layout_map_engine_set(n, id, LAYOUT_OUT) == 0;
 			continue;
 		}
-		for (uint16_t t = 0; t < e->ntgts; t++)
-			if (e->tgt[t] == LAYOUT_DOWN)
-				any |= layout_map_target_set(n, e->id, t, LAYOUT_OUT) == 0;
+		for (uint16_t t = 0; t < e->ntgts; t++) {
+			if (e->tgt[t] != LAYOUT_DOWN && e->tgt[t] != LAYOUT_DRAIN)
+				continue;
+			c->draining |= e->tgt[t] == LAYOUT_DRAIN;
+			if (e->tgt[t] == LAYOUT_DRAIN)
+				layout_map_target_set(c->map, id, t, LAYOUT_UP);
+			any |= layout_map_target_set(n, id, t, LAYOUT_OUT) == 0;
+		}
 	}
+	/* Each change counts a version; these are views of the service's. */
+	c->map->version = v;
+	n->version = v;
 	if (any)
 		c->map_next = n;
 	else
@@ -201,9 +219,15 @@ static int spare_target(lode_conn_t *c, const struct layout_group *g,
 	return (*t = member_target(c, g2, i)) < 0 ? -EHOSTDOWN : 0;
 }
 
-/* Whether a member of g is DOWN (a rebuild may move the others). */
-static bool group_down(const struct layout_group *g)
+/*
+ * Whether the map the running rebuild or drain ends in may place g's live
+ * members elsewhere: a member is DOWN (its replacement can push a live one),
+ * or a drain runs (the draining engine's members move).
+ */
+static bool group_moves(const lode_conn_t *c, const struct layout_group *g)
 {
+	if (c->draining)
+		return true;
 	for (unsigned i = 0; i < g->size; i++)
 		if (g->shard[i].down)
 			return true;
@@ -234,7 +258,7 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 	if ((t = member_target(c, g, r->member)) < 0)
 		return -EHOSTDOWN;
 	r->tgt = (unsigned)t;
-	if (!r->write || r->spread || !send || !group_down(g))
+	if (!r->write || r->spread || !send || !group_moves(c, g))
 		return 0;
 	/* A live member a rebuild moves: its new place gets the write too. */
 	r->spread = true;
@@ -322,7 +346,7 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 	}
 	/* Live members a rebuild moves (pushed by a replacement): their new
 	 * places get the write too. */
-	for (unsigned i = 0; i < g.size && group_down(&g); i++) {
+	for (unsigned i = 0; i < g.size && group_moves(c, &g); i++) {
 		struct creq *s;
 
 		if (g.shard[i].down ||
@@ -551,26 +575,25 @@ int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	/* c->map has DRAIN engines and targets UP: c->map_next says what moves. */
 	for (uint32_t i = 0; i < m->nengines; i++) {
 		const struct layout_engine *e = &m->engines[i];
+		const struct layout_engine *n = c->map_next ? &c->map_next->engines[i] : NULL;
 
-		if (e->state == LAYOUT_NEW || e->state == LAYOUT_DRAIN)
-			rc = -EAGAIN; /* their migrations are not built: leave the map alone */
-		down |= e->state == LAYOUT_DOWN;
-		ndown += e->state == LAYOUT_DOWN;
+		if (e->state == LAYOUT_NEW)
+			rc = -EAGAIN; /* integration is not built: leave the map alone */
+		down |= n && n->state != e->state;
+		ndown += n && n->state != e->state;
 		nup += e->state == LAYOUT_UP;
-		for (uint16_t t = 0; t < e->ntgts; t++) {
-			down |= e->tgt[t] == LAYOUT_DOWN;
-			if (e->tgt[t] == LAYOUT_DRAIN)
-				rc = -EAGAIN;
-		}
+		for (uint16_t t = 0; t < e->ntgts; t++)
+			down |= n && n->tgt[t] != e->tgt[t];
 		if (e->id == self)
 			up = e->state == LAYOUT_UP;
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
-	/* Of what an engine holds, about this much has a member on a DOWN one. */
+	/* Of what an engine holds, about this much moves. */
 	*share = nup ? (double)(ndown ? ndown : 1) / nup : 0;
 	return down && up ? 1 : 0;
 }

@@ -30,8 +30,11 @@
  * through the hosting service's hook): the map version, running or done,
  * objects and bytes so far, the first error. A newer map starts the
  * rebuild again for it; an error is reported and retried after a pause.
- * Maps with DRAIN or NEW engines are left alone (their migrations are not
- * built), so such an engine stays DRAIN or NEW, as before.
+ * A drain is the same work: the client's map keeps a DRAIN engine in the
+ * layout (UP) and the end map has it OUT, so its members have new places
+ * to be copied to, by the first live member, which may be on it. Maps with
+ * NEW engines are left alone (integration is not built): such an engine
+ * stays NEW.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -688,8 +691,8 @@ static int scan_pool(struct pass *p)
 /*
  * What this engine does for map version v: 1 when there is nothing to
  * rebuild (no DOWN engine or target), 0 when it rebuilt its part, -EAGAIN
- * when a newer map came or the map is one this code leaves alone (DRAIN,
- * NEW: nothing is reported for it), else an error.
+ * when a newer map came or the map is one this code leaves alone (NEW:
+ * nothing is reported for it), else an error.
  */
 static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 {
