@@ -8,6 +8,8 @@
 #     and chunked arrays of both classes read back;
 #   - EC_8P2 on six engines fails with -ENOSPC; an encrypted EC container
 #     is refused;
+#   - files copied into an EC_2P1 container through lode-fuse (and `lode
+#     obj put`) read back byte for byte, and again after the kill below;
 #   - kill -9 of an engine during an EC_2P1 write stream: no write fails,
 #     and every object reads back;
 #   - with the engine DOWN (no rebuild: EC_4P2 needs six engines, five are
@@ -18,11 +20,12 @@
 #     second engine is killed, and everything still reads back: the reads
 #     now need the rebuilt cells.
 #
-# usage: ec_cluster_test.sh LODED LODE EC_CLIENT
+# usage: ec_cluster_test.sh LODED LODE EC_CLIENT LODE_FUSE
 set -u
 loded=$1
 lode=$2
 client=$3
+lode_fuse=$4
 # A write that lost a member waits, up to the client's timeout, for the map
 # to mark that engine DOWN: the timeout must outlast the grace.
 export UCX_NET_DEVICES=lo LODE_TIMEOUT_MS=8000
@@ -30,6 +33,9 @@ export UCX_NET_DEVICES=lo LODE_TIMEOUT_MS=8000
 scratch_setup ec-cluster-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
+mnt=$dir/mnt
+# Never remove the scratch directory through a mount that is still there.
+trap 'fusermount3 -u -z "$mnt" 2>/dev/null; scratch_cleanup' EXIT
 
 loded_start --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
 a_addr=$addr
@@ -62,6 +68,20 @@ check "an encrypted EC container is refused" 1 A cont create cenc --class EC_2P1
 grep -q "erasure-coded" "$dir/err" "$dir/out" && echo "ok   ... saying why" && pass=$((pass + 1)) ||
 	failed "no reason given: $(cat "$dir/err" "$dir/out")"
 
+# ---- files in an EC_2P1 container: lode-fuse and lode obj put ----
+mkdir -p "$mnt" "$dir/src"
+for sz in 0 1 4095 65537 131072 1048577 3145735; do
+	head -c "$sz" /dev/urandom >"$dir/src/f$sz"
+done
+check "lode-fuse mounts the EC_2P1 container" 0 "$lode_fuse" --addr "$a_addr" \
+	--log "$dir/fuse.log" --pidfile "$dir/fuse.pid" c21 "$mnt"
+pids+=("$(cat "$dir/fuse.pid" 2>/dev/null)")
+check "files copied in through the mount" 0 cp -r "$dir/src" "$mnt/tree"
+check "and read back byte for byte" 0 diff -r "$dir/src" "$mnt/tree"
+check "lode obj put of a 5 MiB file" 0 A obj put c21 blob "$dir/src/f3145735"
+check "lode obj get reads it back" 0 A obj get c21 blob "$dir/blob.out"
+check "... byte for byte" 0 cmp "$dir/src/f3145735" "$dir/blob.out"
+
 # ---- kill -9 of engine f (5) during an EC_2P1 write stream ----
 "$client" stream "$a_addr" c21 EC_2P1 4 >"$dir/stream.out" 2>&1 &
 stream=$!
@@ -79,6 +99,9 @@ wait_state "killed f is DOWN" 5 DOWN 10
 C "EC_2P1 reads back degraded" verify "$a_addr" c21 EC_2P1 2 300
 C "EC_4P2 reads back degraded" verify "$a_addr" c42 EC_4P2 3 300
 C "the stream's objects read back degraded" check "$a_addr" c21 EC_2P1 "${n:-1}"
+check "the files read back degraded through the mount" 0 diff -r "$dir/src" "$mnt/tree"
+check "a file written through the mount degraded" 0 cp "$dir/src/f1048577" "$mnt/tree/g"
+check "... reads back" 0 cmp "$dir/src/f1048577" "$mnt/tree/g"
 C "EC_2P1 writes and punches go on degraded" dops "$a_addr" c21 EC_2P1 4 300
 C "EC_4P2 writes and punches go on degraded" dops "$a_addr" c42 EC_4P2 5 300
 [ "$(engine_state 5)" = DOWN ] && echo "ok   f is still DOWN (nothing to rebuild onto)" &&
@@ -101,4 +124,7 @@ wait "${epid[e]}" 2>/dev/null
 wait_state "killed e is DOWN" 4 DOWN 10
 for s in 2 4; do C "EC_2P1 seed $s reads back, e dead, f rebuilt" verify "$a_addr" c21 EC_2P1 $s 300; done
 C "the stream's objects read back, e dead, f rebuilt" check "$a_addr" c21 EC_2P1 "${n:-1}"
+check "the files read back, e dead, f rebuilt" 0 diff -r -x g "$dir/src" "$mnt/tree"
+check "the file written degraded too" 0 cmp "$dir/src/f1048577" "$mnt/tree/g"
+check "unmount" 0 fusermount3 -u "$mnt"
 checks_done
