@@ -1103,6 +1103,44 @@ int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
 	return rc;
 }
 
+struct creq *conn_req_hold(lode_conn_t *c, lode_event_t *ev, struct creq *parent, int *rc)
+{
+	struct creq *r = creq_new(c, 0, 0);
+
+	*rc = 0;
+	if (!r) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	if (ev && (*rc = eq_attach(ev, c)) < 0) {
+		creq_free(r);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->lock);
+	r->ev = ev;
+	r->parent = parent;
+	if (parent)
+		parent->nchild++;
+	r->nchild = 1; /* the work done outside */
+	r->replied = true;
+	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_add(&c->held, 1);
+	return r;
+}
+
+void conn_req_complete(struct creq *r, int rc)
+{
+	lode_conn_t *c = r->c;
+
+	pthread_mutex_lock(&c->lock);
+	if (rc < 0 && r->rc == 0)
+		r->rc = rc;
+	if (--r->nchild == 0)
+		req_finish(r);
+	pthread_mutex_unlock(&c->lock);
+	atomic_fetch_sub(&c->held, 1);
+}
+
 int creq_seal(struct creq *p, lode_event_t *ev)
 {
 	lode_conn_t *c = p->c;
@@ -1868,6 +1906,9 @@ int lode_disconnect(lode_conn_t *c)
 
 	if (!c)
 		return 0;
+	/* Work held outside the connection (ec_io.c's workers) ends first. */
+	while (atomic_load(&c->held) > 0)
+		usleep(1000);
 	conn_renewer_stop(c);
 	/* End our sessions, so targets drop their endpoints to us now. */
 	for (unsigned i = 0; i < c->ntargets && !c->failed; i++) {

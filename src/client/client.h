@@ -181,6 +181,7 @@ struct lode_conn {
 	 * named, which the renewer thread fetches. */
 	_Atomic uint32_t map_ver;
 	_Atomic uint32_t map_want;
+	_Atomic int held;       /* conn_req_hold's requests not yet completed */
 };
 
 /* An opened container: requests on it carry its capability (session.c). */
@@ -371,6 +372,15 @@ int creq_seal(struct creq *parent, lode_event_t *ev);
 /* Free a request that was never submitted. */
 void creq_free(struct creq *r);
 
+/*
+ * A request that stands for work done outside the connection (ec_io.c's
+ * workers): it completes ev, or counts in parent, when conn_req_complete
+ * says so, with that result. NULL with *rc set (-ENOMEM, eq_attach's
+ * errors): nothing was attached. lode_disconnect waits for every one held.
+ */
+struct creq *conn_req_hold(lode_conn_t *c, lode_event_t *ev, struct creq *parent, int *rc);
+void conn_req_complete(struct creq *r, int rc);
+
 /* Whether buf lies in memory from lode_buf_alloc (then RMA needs no registration). */
 bool conn_buf_registered(lode_conn_t *c, const void *buf, size_t len);
 
@@ -442,6 +452,17 @@ struct creq *conn_key_req(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 			  const struct lode_key *k);
 int conn_value_out(struct creq *r, const void *buf, size_t len);
 int conn_value_in(struct creq *r, void *buf, size_t cap);
+
+/*
+ * Run an EC call of the ones below for a caller who gave an event or a
+ * parent: queued to a worker thread of the process, which completes ev or
+ * counts in parent. The key is copied; buf must live until completion, as
+ * the API says. op: NET_OP_ARR_UPDATE, _FETCH or _PUNCH. Returns 0 or an
+ * error (then nothing was queued).
+ */
+int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
+		  struct lode_oid oid, lode_epoch_t epoch, const struct lode_key *k, uint64_t off,
+		  void *buf, uint64_t len, bool holes, lode_event_t *ev, struct creq *parent);
 
 /*
  * The byte array at k of an object of EC class cls, as lode_obj_write,

@@ -758,3 +758,111 @@ int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
 	*size_out = size;
 	return 0;
 }
+
+/* ---- calls with an event: worker threads ------------------------------------------------ */
+
+#define WORKERS 8 /* each waits on its call's pieces most of the time */
+
+struct job {
+	struct job *next;
+	lode_cont_t *ct;
+	struct layout_class cls;
+	uint16_t op;
+	struct lode_oid oid;
+	lode_epoch_t epoch;
+	uint64_t off, len;
+	void *buf;
+	bool holes;
+	struct creq *held;
+	uint8_t dkey[LODE_KEY_MAX], akey[LODE_KEY_MAX];
+	struct lode_key k;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job *head, *tail;
+	unsigned nthreads, idle;
+} jobs = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0};
+
+static int job_run(struct job *j)
+{
+	switch (j->op) {
+	case NET_OP_ARR_UPDATE:
+		return conn_ec_write(j->ct, &j->cls, j->oid, &j->k, j->off, j->buf, (uint32_t)j->len);
+	case NET_OP_ARR_FETCH:
+		return conn_ec_read(j->ct, &j->cls, j->oid, j->epoch, &j->k, j->off, j->buf,
+				    (uint32_t)j->len, j->holes);
+	default:
+		return conn_ec_punch(j->ct, &j->cls, j->oid, &j->k, j->off, j->len);
+	}
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "lode-ec");
+	pthread_mutex_lock(&jobs.lock);
+	for (;;) {
+		struct job *j;
+
+		while (!(j = jobs.head)) {
+			jobs.idle++;
+			pthread_cond_wait(&jobs.cond, &jobs.lock);
+			jobs.idle--;
+		}
+		jobs.head = j->next;
+		if (!jobs.head)
+			jobs.tail = NULL;
+		pthread_mutex_unlock(&jobs.lock);
+		conn_req_complete(j->held, job_run(j));
+		free(j);
+		pthread_mutex_lock(&jobs.lock);
+	}
+	return NULL;
+}
+
+int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
+		  struct lode_oid oid, lode_epoch_t epoch, const struct lode_key *k, uint64_t off,
+		  void *buf, uint64_t len, bool holes, lode_event_t *ev, struct creq *parent)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	int rc = 0;
+
+	if (!j)
+		return -ENOMEM;
+	*j = (struct job){.ct = ct, .cls = *cls, .op = op, .oid = oid, .epoch = epoch, .off = off,
+			  .len = len, .buf = buf, .holes = holes};
+	memcpy(j->dkey, k->dkey, k->dkey_len);
+	memcpy(j->akey, k->akey, k->akey_len);
+	j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
+	pthread_mutex_lock(&jobs.lock);
+	if (!jobs.idle && jobs.nthreads < WORKERS) {
+		pthread_t t;
+		pthread_attr_t at;
+
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &at, worker, NULL) == 0)
+			jobs.nthreads++;
+		pthread_attr_destroy(&at);
+	}
+	if (!jobs.nthreads) {
+		pthread_mutex_unlock(&jobs.lock);
+		free(j);
+		return -EAGAIN; /* no thread to run it */
+	}
+	if (!(j->held = conn_req_hold(ct->c, ev, parent, &rc))) {
+		pthread_mutex_unlock(&jobs.lock);
+		free(j);
+		return rc;
+	}
+	if (jobs.tail)
+		jobs.tail->next = j;
+	else
+		jobs.head = j;
+	jobs.tail = j;
+	pthread_cond_signal(&jobs.cond);
+	pthread_mutex_unlock(&jobs.lock);
+	return 0;
+}

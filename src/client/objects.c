@@ -132,8 +132,6 @@ static bool is_ec(const lode_cont_t *ct, struct lode_oid oid, struct layout_clas
 	return conn_obj_class(ct, oid, cls) == 0 && cls->redun == LAYOUT_R_EC;
 }
 
-static int done_now(lode_conn_t *c, int rc, lode_event_t *ev);
-
 static int submit_or_free(struct creq *r, int rc, lode_event_t *ev, struct creq *parent)
 {
 	if (rc < 0) {
@@ -283,8 +281,9 @@ static int ext_write_raw(lode_cont_t *ct, struct lode_oid oid, const struct lode
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
 	if (is_ec(ct, oid, &cls))
-		return done_now(ct->c, conn_ec_write(ct, &cls, oid, k, off, buf, len),
-				parent ? NULL : ev);
+		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_ARR_UPDATE, oid, 0, k, off,
+						    (void *)buf, len, false, ev, parent)
+				    : conn_ec_write(ct, &cls, oid, k, off, buf, len);
 	if (!(r = key_req(ct, NET_OP_ARR_UPDATE, oid, k)))
 		return -ENOMEM;
 	r->a.off = off;
@@ -312,8 +311,9 @@ static int ext_read_raw(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
 	if (is_ec(ct, oid, &cls))
-		return done_now(ct->c, conn_ec_read(ct, &cls, oid, epoch, k, off, buf, len, holes),
-				parent ? NULL : ev);
+		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_ARR_FETCH, oid, epoch, k, off,
+						    buf, len, holes, ev, parent)
+				    : conn_ec_read(ct, &cls, oid, epoch, k, off, buf, len, holes);
 	if (!(r = key_req(ct, NET_OP_ARR_FETCH, oid, k)))
 		return -ENOMEM;
 	r->a.off = off;
@@ -1151,10 +1151,13 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 		return -EFAULT;
 	if ((rc = key_check(k, op != NET_OP_DKEY_PUNCH)) < 0)
 		return rc;
-	if (op == NET_OP_ARR_PUNCH && is_ec(ct, oid, &cls))
-		return done_now(ct->c, ct->encrypted ? -EOPNOTSUPP
-						     : conn_ec_punch(ct, &cls, oid, k, off, len),
-				parent ? NULL : ev);
+	if (op == NET_OP_ARR_PUNCH && is_ec(ct, oid, &cls)) {
+		if (ct->encrypted)
+			return -EOPNOTSUPP;
+		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_ARR_PUNCH, oid, 0, k, off, NULL,
+						    len, false, ev, parent)
+				    : conn_ec_punch(ct, &cls, oid, k, off, len);
+	}
 	if (ct->encrypted && op == NET_OP_ARR_PUNCH)
 		return done_now(ct->c, punch_enc(ct, oid, k, off, len), parent ? NULL : ev);
 	if (ct->encrypted && op == NET_OP_AKEY_PUNCH)

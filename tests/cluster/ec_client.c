@@ -202,6 +202,49 @@ static void one_op(struct ctx *x, uint64_t *s, unsigned i)
 	}
 }
 
+/* Four writes in flight at once with events, then four reads: each completes
+ * through the queue with its own result (EC calls run on worker threads). */
+static void events(struct ctx *x, bool write)
+{
+	struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, (uint32_t)(x->seed & 0xffffff), 97);
+	enum { N = 4, LEN = 200000 };
+	static uint8_t want[N][LEN], got[N][LEN];
+	lode_event_t ev[N] = {{0}}, *done[N];
+	lode_eq_t *eq;
+	int rc, n = 0;
+
+	if ((rc = lode_eq_create(&eq)) < 0)
+		die("eq create", rc);
+	for (int pass = write ? 0 : 1; pass < 2; pass++) {
+		for (int i = 0; i < N; i++) {
+			uint64_t off = (uint64_t)i * 300000 + 777;
+
+			fill(want[i], LEN, x->seed * 31 + (uint64_t)i);
+			memset(got[i], 0xee, LEN);
+			if ((rc = lode_event_init(&ev[i], eq)) < 0)
+				die("event init", rc);
+			rc = pass ? lode_obj_read(x->ct, o, LODE_EPOCH_MAX, &akey, off, got[i], LEN, &ev[i])
+				  : lode_obj_write(x->ct, o, &akey, off, want[i], LEN, &ev[i]);
+			if (rc < 0)
+				die(pass ? "read with an event" : "write with an event", rc);
+		}
+		for (n = 0; n < N;) {
+			int got_n = lode_eq_poll(eq, 1, N, -1, done);
+
+			if (got_n < 0)
+				die("eq poll", got_n);
+			for (int i = 0; i < got_n; i++)
+				if (done[i]->rc < 0)
+					die("an event's result", done[i]->rc);
+			n += got_n;
+		}
+	}
+	for (int i = 0; i < N; i++)
+		if (memcmp(got[i], want[i], LEN))
+			die("bytes written and read with events differ", -EIO);
+	lode_eq_destroy(eq);
+}
+
 /* Single values and a chunked array of the class: written by ops, checked by both. */
 static void extras(struct ctx *x, bool write)
 {
@@ -287,6 +330,7 @@ static int cmd_ops(struct ctx *x, unsigned n, bool verify)
 		one_op(x, &s, i);
 	x->io = true;
 	extras(x, !verify);
+	events(x, !verify);
 	for (unsigned a = 0; a < NARR; a++) {
 		uint64_t size = 0;
 		int rc;
