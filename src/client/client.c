@@ -525,6 +525,8 @@ static void req_maybe_finish(struct creq *r)
 		return;
 	if (group_write(r))
 		req_write_result(r);
+	else if (r->pinned && r->write && r->rc == 0 && (r->shadow_rc || r->lost_rc))
+		r->rc = r->shadow_rc ? r->shadow_rc : r->lost_rc; /* its new place missed it */
 	req_finish(r);
 }
 

@@ -189,6 +189,7 @@ struct ec_ctx {
 	lode_epoch_t epoch;
 	unsigned nk, nm;  /* k, and k + p */
 	uint32_t lost;    /* members found lost by this call */
+	pthread_mutex_t *wlock; /* held by this call (a write): the akey's writers' lock */
 };
 
 /*
@@ -295,8 +296,17 @@ static int fetch_run(struct ec_ctx *x, struct pieces *ps, bool *all_absent)
 			return pc->rc;
 		}
 	}
-	if (nw)
+	if (nw && x->wlock) {
 		rc = rebuild_pieces(x, want, nw);
+	} else if (nw) {
+		/* A read: no write of this process is halfway through a stripe
+		 * while its cells are rebuilt from the others. */
+		pthread_mutex_t *lk = wlock_of(x->ct, x->oid, x->k);
+
+		pthread_mutex_lock(lk);
+		rc = rebuild_pieces(x, want, nw);
+		pthread_mutex_unlock(lk);
+	}
 	free(want);
 	if (all_absent)
 		*all_absent = absent;
@@ -436,12 +446,13 @@ static int resend_down(struct ec_ctx *x, struct pieces *ps, uint32_t mask)
 static int write_run(struct ec_ctx *x, struct pieces *ps)
 {
 	int64_t deadline = mono_ms() + x->ct->c->timeout_ms;
+	uint32_t resent = 0;
 	int rc;
 
 	if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, ps->v, ps->n)) < 0)
 		return rc;
 	for (;;) {
-		uint32_t gone = 0, waiting = 0;
+		uint32_t gone = 0, down = 0;
 
 		for (size_t i = 0; i < ps->n; i++) {
 			if (ps->v[i].rc == 0)
@@ -451,18 +462,25 @@ static int write_run(struct ec_ctx *x, struct pieces *ps)
 			gone |= 1u << ps->v[i].member;
 		}
 		for (unsigned m = 0; m < x->nm; m++)
-			if (gone & 1u << m && !member_down(x, m))
-				waiting |= 1u << m;
-		if (__builtin_popcount(gone) > (int)x->cls->p)
+			if (gone & 1u << m && member_down(x, m))
+				down |= 1u << m;
+		if (down & ~resent) {
+			/* DOWN now: sent again, once, to the replacement if a rebuild
+			 * runs (else they fail at once, a degraded write). */
+			if ((rc = resend_down(x, ps, down & ~resent)) < 0)
+				return rc;
+			resent |= down;
+			continue;
+		}
+		/* Lost while the old bytes were read, or now: at most p. */
+		if (__builtin_popcount(gone | x->lost) > (int)x->cls->p)
 			return -EIO; /* the stripes could not be read back */
-		if (!waiting)
+		if (!(gone & ~down))
 			return 0;
 		if (mono_ms() > deadline)
 			return -EHOSTDOWN; /* no map said they are DOWN in time */
 		conn_map_wake(x->ct->c, atomic_load(&x->ct->c->map_ver) + 1);
 		nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
-		if ((rc = resend_down(x, ps, waiting)) < 0)
-			return rc;
 	}
 }
 
@@ -540,7 +558,10 @@ static int partials_finish(struct ec_ctx *x, struct partial *pa, unsigned npa, c
 			par[j] = pa[i].par + (size_t)j * sp->parity_len;
 		if ((rc = ec_encode(x->codec, data, par, sp->parity_len)) < 0)
 			return rc;
-		zero = all_zero(pa[i].par, (size_t)x->cls->p * sp->parity_len);
+		/* A punch whose parity comes out zero punches it too (past the end,
+		 * it must not grow); a write always writes it, so that the first
+		 * parity member holds every array written (the lists ask it). */
+		zero = !buf && all_zero(pa[i].par, (size_t)x->cls->p * sp->parity_len);
 		for (unsigned c = 0; c < x->nk; c++) {
 			struct piece *pc;
 
@@ -623,7 +644,7 @@ int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 	nfull = len / ((uint64_t)cls->k * EC_IO_CELL) + 1;
 	if (!(par = malloc(nfull * p * EC_IO_CELL)))
 		return -ENOMEM;
-	lk = wlock_of(ct, oid, k);
+	lk = x.wlock = wlock_of(ct, oid, k);
 	pthread_mutex_lock(lk);
 	nfull = 0;
 	while (rc == 0 && ec_range_next(&it, &sp)) {
@@ -667,7 +688,7 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		  const struct lode_key *k, uint64_t off, uint64_t len)
 {
 	uint64_t stripe = (uint64_t)cls->k * EC_IO_CELL, end = off + len;
-	uint64_t s0 = (off + stripe - 1) / stripe, s1 = end / stripe; /* whole stripes [s0, s1) */
+	uint64_t s0 = off / stripe + (off % stripe != 0), s1 = end / stripe; /* whole stripes [s0, s1) */
 	struct ec_ctx x;
 	struct pieces ws = {0}, olds = {0};
 	struct partial pa[2];
@@ -677,9 +698,11 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 
 	if (len == 0)
 		return 0;
+	if (len > UINT64_MAX - off)
+		return -EOVERFLOW;
 	if ((rc = ctx_init(&x, ct, cls, oid, k, LODE_EPOCH_MAX)) < 0)
 		return rc;
-	lk = wlock_of(ct, oid, k);
+	lk = x.wlock = wlock_of(ct, oid, k);
 	pthread_mutex_lock(lk);
 	/* The partial stripes at either end: [off, s0 * stripe) and
 	 * [s1 * stripe, end), or [off, end) inside one stripe. */

@@ -96,40 +96,42 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
  */
 static void map_next_update(lode_conn_t *c)
 {
-	struct layout_map *n = NULL;
+	struct layout_map *n = NULL, *m = c->map;
 	bool any = false;
+	uint64_t v;
 
 	layout_map_free(c->map_next);
 	c->map_next = NULL;
 	c->draining = false;
-	uint64_t v;
-
-	if (!c->map || c->map_local || layout_map_dup(c->map, &n) < 0)
+	if (!m || c->map_local)
 		return;
-	v = c->map->version;
-	for (uint32_t i = 0; i < n->nengines; i++) {
-		const struct layout_engine *e = &n->engines[i];
+	v = m->version;
+	if (layout_map_dup(m, &n) < 0)
+		n = NULL; /* no rebuild or drain placement: DRAIN still shows UP */
+	for (uint32_t i = 0; i < m->nengines; i++) {
+		const struct layout_engine *e = &m->engines[i];
 		uint32_t id = e->id;
 
 		if (e->state == LAYOUT_DOWN || e->state == LAYOUT_DRAIN) {
 			c->draining |= e->state == LAYOUT_DRAIN;
+			any |= n && layout_map_engine_set(n, id, LAYOUT_OUT) == 0;
 			if (e->state == LAYOUT_DRAIN)
-				layout_map_engine_set(c->map, id, LAYOUT_UP);
-			any |= layout_map_engine_set(n, id, LAYOUT_OUT) == 0;
+				layout_map_engine_set(m, id, LAYOUT_UP);
 			continue;
 		}
 		for (uint16_t t = 0; t < e->ntgts; t++) {
 			if (e->tgt[t] != LAYOUT_DOWN && e->tgt[t] != LAYOUT_DRAIN)
 				continue;
 			c->draining |= e->tgt[t] == LAYOUT_DRAIN;
+			any |= n && layout_map_target_set(n, id, t, LAYOUT_OUT) == 0;
 			if (e->tgt[t] == LAYOUT_DRAIN)
-				layout_map_target_set(c->map, id, t, LAYOUT_UP);
-			any |= layout_map_target_set(n, id, t, LAYOUT_OUT) == 0;
+				layout_map_target_set(m, id, t, LAYOUT_UP);
 		}
 	}
 	/* Each change counts a version; these are views of the service's. */
-	c->map->version = v;
-	n->version = v;
+	m->version = v;
+	if (n)
+		n->version = v;
 	if (any)
 		c->map_next = n;
 	else
@@ -249,9 +251,13 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 	if (r->member >= g->size)
 		return -EINVAL;
 	if (g->shard[r->member].down) {
-		if (!r->write ||
-		    spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t) < 0)
+		if (!r->write)
 			return -EHOSTDOWN;
+		rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t);
+		if (rc == -ENOENT)
+			return -EHOSTDOWN; /* no replacement: a degraded write */
+		if (rc < 0)
+			return -ENOTCONN; /* the replacement would miss it: the write fails */
 		r->tgt = (unsigned)t;
 		return 0;
 	}
@@ -262,7 +268,10 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 		return 0;
 	/* A live member a rebuild moves: its new place gets the write too. */
 	r->spread = true;
-	if (spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t) < 0)
+	rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t);
+	if (rc == -EHOSTDOWN)
+		r->lost_rc = rc; /* its new place would miss it: the piece fails */
+	if (rc < 0)
 		return 0;
 	if (!(s = shadow_new(r, r->member, (unsigned)t, true)))
 		return -ENOMEM;
@@ -349,8 +358,12 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 	for (unsigned i = 0; i < g.size && group_moves(c, &g); i++) {
 		struct creq *s;
 
-		if (g.shard[i].down ||
-		    spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t) < 0)
+		if (g.shard[i].down)
+			continue;
+		rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t);
+		if (rc == -EHOSTDOWN)
+			r->lost_up = true; /* its new place would miss it: wait for a map */
+		if (rc < 0)
 			continue;
 		if (!(s = shadow_new(r, i, (unsigned)t, true)))
 			return -ENOMEM;

@@ -83,6 +83,7 @@ struct pass {
 	uint8_t keys[64 << 10];    /* a batch of dkeys */
 	uint8_t akeys[64 << 10];   /* a batch of akeys */
 	struct ec_codec *codec[3]; /* EC_2P1, EC_4P2, EC_8P2, made at the first need */
+	bool exdev;                /* an EC group was left as it is (see dkey_ec) */
 	uint8_t *ecbuf;            /* EC pieces: 2 (k + p) x EC_PIECE */
 };
 
@@ -308,19 +309,22 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
  * rebuild ends in moves (a replacement pushed it) has its own cells copied.
  * A single value lives whole on every member and is copied like a replica.
  *
- * Who rebuilds a dkey: the first live member that holds it (a member may
- * hold nothing of a small array); each member asks the live ones before it.
+ * Who rebuilds a dkey: its first live parity member, which every array
+ * write and single value reaches (a data member may hold nothing of a
+ * small array); with every parity member lost, each live holder.
  *
  * A cell cannot yet move onto a target that holds another member's cell of
  * the same group (two failures in turn can swap members: src/layout/place.c):
  * both are stored under the same keys. conn_rebuild_group says so
- * (-EXDEV), the pass fails and is retried, and the engine stays DOWN with
- * its cells read degraded, rather than go OUT with a wrong cell in place.
+ * (-EXDEV): the pass leaves that group, does the rest, then fails and is
+ * retried, and the engine stays DOWN with those cells read degraded,
+ * rather than go OUT with a wrong cell in place.
  *
  * A client write racing the rebuild of its stripe could change some of the
  * k cells between the reads, and the cells rebuilt from them would be
  * wrong with no newer version above them. So each range is read again after
- * rebuilding, and rebuilt again while it changed (decision 0012).
+ * rebuilding, and rebuilt again while it changed; a range that keeps
+ * changing fails the pass, which is retried (decision 0012).
  */
 struct ec_group {
 	const struct layout_class *cls;
@@ -368,17 +372,6 @@ static const struct ec_codec *codec_for(struct pass *p, const struct layout_clas
 	if (!p->codec[i] && ec_codec_create(cls->k, cls->p, &p->codec[i]) < 0)
 		return NULL;
 	return p->codec[i];
-}
-
-/* Whether member target t holds anything under dkey k (an error: we cannot
- * tell, and rebuild it ourselves; twice is harmless). */
-static bool holds_dkey(struct pass *p, int t, struct lode_oid oid, const struct lode_key *k)
-{
-	uint8_t raw[2 + LODE_KEY_MAX];
-	struct lode_anchor an = {0};
-	struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = raw, .cap = sizeof(raw)};
-
-	return conn_tgt_io(p->ct, (unsigned)t, NET_OP_AKEY_LIST, oid, k, &io) == 0 && io.val > 0;
 }
 
 /* Read [off, off + n) of akey k from each of the k source members into bufs. */
@@ -458,8 +451,10 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 
 			for (unsigned s = 0; s < ns && same; s++)
 				same = !memcmp(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
-			if (same || ++tries >= EC_TRIES)
+			if (same)
 				break;
+			if (++tries >= EC_TRIES)
+				return -EAGAIN; /* writes keep changing it: the pass again */
 			for (unsigned s = 0; s < ns; s++)
 				memcpy(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
 		}
@@ -537,13 +532,25 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 
 	g.n = conn_rebuild_group(p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), p->self,
 				 w->local, g.tgt, g.dst, &g.me);
+	if (g.n == -EXDEV) {
+		p->exdev = true; /* this group waits; the pass goes on, and fails at its end */
+		return 0;
+	}
 	if (g.n <= 0 || g.me < 0)
 		return g.n < 0 ? g.n : 0;
 	for (int m = 0; m < g.n; m++)
 		any |= g.dst[m] >= 0;
-	for (int m = 0; m < g.me && any; m++)
-		if (g.tgt[m] >= 0 && holds_dkey(p, g.tgt[m], w->oid, &dk))
-			return 0; /* an earlier member rebuilds it */
+	/* The first live parity member rebuilds it: every array write and
+	 * every single value reaches it, and the map says which it is, so no
+	 * write made during the pass changes the choice. With every parity
+	 * member lost, each live holder does (twice is harmless). */
+	for (int m = (int)w->cls->k; m < g.n && any; m++) {
+		if (g.tgt[m] < 0)
+			continue;
+		if (m != g.me)
+			return 0;
+		break;
+	}
 	if (!any || !(g.codec = codec_for(p, w->cls)))
 		return any ? -ENOMEM : 0;
 	if (!p->ecbuf && !(p->ecbuf = malloc(2 * EC_CELLS_MAX * (size_t)EC_PIECE)))
@@ -746,6 +753,8 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 	}
 	if (rc == 0 && stopping(rb))
 		rc = -ECANCELED;
+	if (rc == 0 && p->exdev)
+		rc = -EXDEV; /* everything else is done; those groups stay degraded */
 	if (rc == 0 && conn_map_version(c0) != v)
 		rc = -EAGAIN; /* the map moved under us: the copies may be for the old one */
 out:

@@ -277,6 +277,30 @@ static void extras(struct ctx *x, bool write)
 	}
 	if (write && (rc = lode_array_write(x->ct, ao, 0, 777, want, alen, NULL)) < 0)
 		die("array write", rc);
+	if (write) {
+		/* Zeros written where nothing was: the array has a size and an akey
+		 * (its parity holds zeros, not a punch). */
+		struct lode_oid zo = lode_oid_make(LODE_OT_ARRAY, x->cls, (uint32_t)(x->seed & 0xffffff), 96);
+		struct lode_key zk = {"z", 1, "a", 1};
+		struct lode_anchor an = {0};
+		uint64_t zsize = 0;
+		uint8_t zeros[4096] = {0}, names[64];
+		int nk;
+
+		if ((rc = lode_obj_write(x->ct, zo, &zk, 1 << 20, zeros, sizeof(zeros), NULL)) < 0)
+			die("write of zeros", rc);
+		if ((rc = lode_obj_size(x->ct, zo, LODE_EPOCH_MAX, &zk, &zsize)) < 0)
+			die("size after zeros", rc);
+		if (zsize < (1 << 20) + sizeof(zeros) || (!x->upper && zsize != (1 << 20) + sizeof(zeros))) {
+			printf("FAIL size after a write of zeros: %llu\n", (unsigned long long)zsize);
+			exit(1);
+		}
+		if ((nk = lode_akey_list(x->ct, zo, &zk, LODE_EPOCH_MAX, &an, names, sizeof(names))) != 1)
+			die("akey list after a write of zeros", nk < 0 ? nk : -ENOENT);
+		/* A punch at the top of the offsets touches nothing below. */
+		if ((rc = lode_range_punch(x->ct, arr_oid(x, 0), &akey, UINT64_MAX - 100, 50, NULL)) < 0)
+			die("punch at the top", rc);
+	}
 	if (x->io) {
 		if ((rc = lode_array_read(x->ct, ao, 0, LODE_EPOCH_MAX, 777, got, alen, NULL)) < 0)
 			die("array read", rc);
@@ -451,6 +475,9 @@ int main(int argc, char **argv)
 				"       ec_client check ADDR CONT CLASS N\n");
 		return 2;
 	}
+	/* A line at a time: a failure's exit may skip stdio's flush (LeakSanitizer
+	 * ends the process itself when the connection is left open). */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	x.cls = lc.id;
 	x.stripe = lc.redun == LAYOUT_R_EC ? lc.k * (64u << 10) : 64u << 10;
 	open_cont(argv[2], argv[3], &c, &x.ct);

@@ -61,7 +61,7 @@ C "EC_2P1 matches the model (another seed)" ops "$a_addr" c21 EC_2P1 12 300
 C "EC_4P2 matches the model" ops "$a_addr" c42 EC_4P2 3 300
 check "EC_8P2 on six engines fails" 1 "$client" ops "$a_addr" c21 EC_8P2 9 20
 grep -q "No space left" "$dir/out" && echo "ok   ... with -ENOSPC" && pass=$((pass + 1)) ||
-	failed "EC_8P2's error is not -ENOSPC: $(cat "$dir/out")"
+	failed "EC_8P2's error is not -ENOSPC: $(cat "$dir/out" "$dir/err")"
 XDG_CONFIG_HOME=$dir/xdg A keygen >/dev/null || failed "lode keygen"
 export LODE_TENANT_KEY=$dir/xdg/lode/tenant.key
 check "an encrypted EC container is refused" 1 A cont create cenc --class EC_2P1 --encrypt
