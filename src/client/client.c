@@ -1130,6 +1130,26 @@ struct creq *conn_req_hold(lode_conn_t *c, lode_event_t *ev, struct creq *parent
 	return r;
 }
 
+int conn_req_seal_under(struct creq *p, struct creq *parent)
+{
+	lode_conn_t *c = p->c;
+
+	pthread_mutex_lock(&c->lock);
+	p->parent = parent;
+	parent->nchild++;
+	p->replied = true;
+	if (p->nchild == 0)
+		req_finish(p);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+void conn_req_drop_locked(struct creq *r)
+{
+	r->nchild--; /* the work outside is done; what else it waits for ends it */
+	atomic_fetch_sub(&r->c->held, 1);
+}
+
 void conn_req_complete(struct creq *r, int rc)
 {
 	lode_conn_t *c = r->c;

@@ -379,6 +379,12 @@ void creq_free(struct creq *r);
  * errors): nothing was attached. lode_disconnect waits for every one held.
  */
 struct creq *conn_req_hold(lode_conn_t *c, lode_event_t *ev, struct creq *parent, int *rc);
+/* A parent request whose children are all submitted, made a child of
+ * parent (a held one) without waiting: it completes into parent. */
+int conn_req_seal_under(struct creq *p, struct creq *parent);
+/* From an on_done (lock held): a held request's outside work needs no
+ * conn_req_complete after all; it ends with the children it has. */
+void conn_req_drop_locked(struct creq *r);
 void conn_req_complete(struct creq *r, int rc);
 
 /* Whether buf lies in memory from lode_buf_alloc (then RMA needs no registration). */

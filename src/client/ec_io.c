@@ -786,8 +786,11 @@ int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
 
 #define WORKERS 8 /* each waits on its call's pieces most of the time */
 
+struct aread;
+
 struct job {
 	struct job *next;
+	struct aread *cont; /* a read whose pieces came back: the rest of it (read_finish) */
 	lode_cont_t *ct;
 	struct layout_class cls;
 	uint16_t op;
@@ -808,8 +811,12 @@ static struct {
 	unsigned nthreads, idle;
 } jobs = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0};
 
+static int read_finish(struct aread *a);
+
 static int job_run(struct job *j)
 {
+	if (j->cont)
+		return read_finish(j->cont);
 	switch (j->op) {
 	case NET_OP_ARR_UPDATE:
 		return conn_ec_write(j->ct, &j->cls, j->oid, &j->k, j->off, j->buf, (uint32_t)j->len);
@@ -845,20 +852,23 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
-		  struct lode_oid oid, lode_epoch_t epoch, const struct lode_key *k, uint64_t off,
-		  void *buf, uint64_t len, bool holes, lode_event_t *ev, struct creq *parent)
+static void job_queue(struct job *j)
 {
-	struct job *j = calloc(1, sizeof(*j));
+	pthread_mutex_lock(&jobs.lock);
+	if (jobs.tail)
+		jobs.tail->next = j;
+	else
+		jobs.head = j;
+	jobs.tail = j;
+	pthread_cond_signal(&jobs.cond);
+	pthread_mutex_unlock(&jobs.lock);
+}
+
+/* At least one worker, or one more while none is idle (up to WORKERS). */
+static int workers_ensure(void)
+{
 	int rc = 0;
 
-	if (!j)
-		return -ENOMEM;
-	*j = (struct job){.ct = ct, .cls = *cls, .op = op, .oid = oid, .epoch = epoch, .off = off,
-			  .len = len, .buf = buf, .holes = holes};
-	memcpy(j->dkey, k->dkey, k->dkey_len);
-	memcpy(j->akey, k->akey, k->akey_len);
-	j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
 	pthread_mutex_lock(&jobs.lock);
 	if (!jobs.idle && jobs.nthreads < WORKERS) {
 		pthread_t t;
@@ -870,22 +880,190 @@ int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
 			jobs.nthreads++;
 		pthread_attr_destroy(&at);
 	}
-	if (!jobs.nthreads) {
-		pthread_mutex_unlock(&jobs.lock);
-		free(j);
-		return -EAGAIN; /* no thread to run it */
+	if (!jobs.nthreads)
+		rc = -EAGAIN; /* no thread to run it */
+	pthread_mutex_unlock(&jobs.lock);
+	return rc;
+}
+
+/*
+ * A read with an event, healthy: its pieces go out under a parent of their
+ * own and land in the caller's buffer; when they are back, read_done (in
+ * whichever thread completes them) ends the call, unless a member was lost
+ * or nothing was found: then a worker does the rest (read_finish).
+ */
+struct aread {
+	struct ec_ctx x;
+	struct layout_class cls;
+	uint8_t dkey[LODE_KEY_MAX], akey[LODE_KEY_MAX];
+	struct lode_key k;
+	struct pieces ps;
+	struct creq *held;
+	bool holes;
+};
+
+static void aread_free(struct aread *a)
+{
+	free(a->ps.v);
+	free(a);
+}
+
+static int read_finish(struct aread *a)
+{
+	struct piece **want = calloc(a->ps.n ? a->ps.n : 1, sizeof(*want));
+	size_t nw = 0;
+	bool absent = true;
+	int rc = 0;
+
+	if (!want) {
+		aread_free(a);
+		return -ENOMEM;
 	}
-	if (!(j->held = conn_req_hold(ct->c, ev, parent, &rc))) {
-		pthread_mutex_unlock(&jobs.lock);
+	for (size_t i = 0; i < a->ps.n && rc == 0; i++) {
+		struct piece *pc = &a->ps.v[i];
+
+		if (pc->rc == 0)
+			absent = false;
+		else if (lost(pc->rc)) {
+			absent = false;
+			a->x.lost |= 1u << pc->member;
+			want[nw++] = pc;
+		} else if (pc->rc != -ENOENT)
+			rc = pc->rc;
+	}
+	if (rc == 0 && nw) {
+		pthread_mutex_t *lk = wlock_of(a->x.ct, a->x.oid, a->x.k);
+
+		pthread_mutex_lock(lk);
+		rc = rebuild_pieces(&a->x, want, nw);
+		pthread_mutex_unlock(lk);
+	}
+	if (rc == 0 && absent && !a->holes && !array_exists(&a->x))
+		rc = -ENOENT;
+	free(want);
+	aread_free(a);
+	return rc;
+}
+
+/* The pieces are back (lock held): end the call here, or hand it on. */
+static void read_done(struct creq *p)
+{
+	struct aread *a = p->ctx;
+	bool rest = false, absent = true;
+	struct job *j;
+
+	for (size_t i = 0; i < a->ps.n; i++) {
+		struct piece *pc = &a->ps.v[i];
+
+		if (pc->rc == -ENOENT)
+			memset(pc->in, 0, pc->len);
+		else if (pc->rc == 0)
+			absent = false;
+		else
+			rest = true; /* lost, or an error: read_finish says which */
+	}
+	if (!rest && (!absent || a->holes)) {
+		conn_req_drop_locked(a->held); /* p's completion ends the call */
+		aread_free(a);
+		return;
+	}
+	if ((j = calloc(1, sizeof(*j)))) {
+		j->cont = a;
+		j->held = a->held;
+		job_queue(j); /* lock order: the connection's, then the jobs' */
+		return;
+	}
+	p->rc = -ENOMEM;
+	conn_req_drop_locked(a->held);
+	aread_free(a);
+}
+
+static int read_async(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		      lode_epoch_t epoch, const struct lode_key *k, uint64_t off, void *buf,
+		      uint64_t len, bool holes, lode_event_t *ev, struct creq *parent)
+{
+	struct aread *a = calloc(1, sizeof(*a));
+	struct ec_range it;
+	struct ec_span sp;
+	struct creq *p = NULL;
+	int rc;
+
+	if (!a)
+		return -ENOMEM;
+	memcpy(a->dkey, k->dkey, k->dkey_len);
+	memcpy(a->akey, k->akey, k->akey_len);
+	a->k = (struct lode_key){a->dkey, k->dkey_len, a->akey, k->akey_len};
+	a->cls = *cls;
+	a->holes = holes;
+	if ((rc = ctx_init(&a->x, ct, &a->cls, oid, &a->k, epoch)) < 0 ||
+	    (rc = ec_range_init(&it, cls->k, EC_IO_CELL, off, len)) < 0) {
+		free(a);
+		return rc;
+	}
+	while (rc == 0 && ec_range_next(&it, &sp))
+		for (unsigned c = sp.first_cell; c <= sp.last_cell && rc == 0; c++) {
+			struct piece *pc = piece_add(&a->ps, NET_OP_ARR_FETCH, c,
+						     sp.stripe * EC_IO_CELL + sp.cell_off[c],
+						     sp.cell_len[c]);
+
+			if (!pc)
+				rc = -ENOMEM;
+			else
+				pc->in = (uint8_t *)buf + sp.cell_buf[c];
+		}
+	if (rc == 0 && (rc = workers_ensure()) == 0 && !(p = creq_new(ct->c, 0, 0)))
+		rc = -ENOMEM;
+	if (rc == 0 && !(a->held = conn_req_hold(ct->c, ev, parent, &rc)))
+		creq_free(p);
+	if (rc < 0) {
+		aread_free(a);
+		return rc;
+	}
+	for (size_t i = 0; i < a->ps.n; i++) {
+		struct piece *pc = &a->ps.v[i];
+		struct creq *r = conn_key_req(ct, NET_OP_ARR_FETCH, oid, &a->k);
+
+		pc->rc = 0;
+		if (!r || (rc = conn_value_in(r, pc->in, pc->len)) < 0) {
+			if (r)
+				creq_free(r);
+			pc->rc = r ? rc : -ENOMEM;
+			continue;
+		}
+		r->pinned = true;
+		r->member = pc->member;
+		r->a.off = pc->off;
+		r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
+		r->on_done = piece_done;
+		r->ctx = pc;
+		if ((rc = creq_submit(r, NULL, p)) < 0)
+			pc->rc = rc;
+	}
+	p->on_done = read_done;
+	p->ctx = a;
+	return conn_req_seal_under(p, a->held);
+}
+
+int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
+		  struct lode_oid oid, lode_epoch_t epoch, const struct lode_key *k, uint64_t off,
+		  void *buf, uint64_t len, bool holes, lode_event_t *ev, struct creq *parent)
+{
+	struct job *j;
+	int rc = 0;
+
+	if (op == NET_OP_ARR_FETCH)
+		return read_async(ct, cls, oid, epoch, k, off, buf, len, holes, ev, parent);
+	if (!(j = calloc(1, sizeof(*j))))
+		return -ENOMEM;
+	*j = (struct job){.ct = ct, .cls = *cls, .op = op, .oid = oid, .epoch = epoch, .off = off,
+			  .len = len, .buf = buf, .holes = holes};
+	memcpy(j->dkey, k->dkey, k->dkey_len);
+	memcpy(j->akey, k->akey, k->akey_len);
+	j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
+	if ((rc = workers_ensure()) < 0 || !(j->held = conn_req_hold(ct->c, ev, parent, &rc))) {
 		free(j);
 		return rc;
 	}
-	if (jobs.tail)
-		jobs.tail->next = j;
-	else
-		jobs.head = j;
-	jobs.tail = j;
-	pthread_cond_signal(&jobs.cond);
-	pthread_mutex_unlock(&jobs.lock);
+	job_queue(j);
 	return 0;
 }
