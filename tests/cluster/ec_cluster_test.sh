@@ -16,7 +16,8 @@
 #     left) everything reads back degraded, and writes, partial ones
 #     included, go on and read back;
 #   - once the EC_4P2 container is destroyed, the dead engine's EC_2P1
-#     cells are rebuilt onto the replacements and it goes OUT; then a
+#     cells are rebuilt onto the replacements, while a client writes, and
+#     it goes OUT; then a
 #     second engine is killed, and everything still reads back: the reads
 #     now need the rebuilt cells.
 #
@@ -110,8 +111,20 @@ C "EC_4P2 writes and punches go on degraded" dops "$a_addr" c42 EC_4P2 5 300
 # ---- f's EC_2P1 cells are rebuilt, f goes OUT ----
 # (A new engine would join NEW, and NEW engines are not integrated while
 # an engine is DOWN; so the EC_4P2 groups, which have no replacement, go.)
+# The rebuild runs while a client writes: the replacements get those writes
+# too, and the rebuilt cells must agree with them.
+"$client" stream "$a_addr" c21 EC_2P1 6 >"$dir/stream2.out" 2>&1 &
+stream=$!
+sleep 1
 check "destroy the EC_4P2 container" 0 A cont destroy c42
 wait_state "rebuilt f is OUT" 5 OUT 60
+wait "$stream"
+rc=$?
+cat "$dir/stream2.out"
+[ "$rc" -eq 0 ] || failed "EC_2P1 stream across the rebuild exited $rc"
+n2=$(sed -n 's/^count //p' "$dir/stream2.out")
+# The same object index holds the same bytes in both streams.
+[ "${n2:-0}" -gt "${n:-0}" ] && n=$n2
 grep -q "rebuild for pool map version [0-9]*: done" "$dir/loded.log" &&
 	echo "ok   the engines say the rebuild is done" && pass=$((pass + 1)) ||
 	failed "no rebuild done in loded.log"
