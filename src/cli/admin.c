@@ -1339,6 +1339,28 @@ static void cont_print(const Lode__Mgmt__V1__ContInfo *c)
  * any, the properties go to the service (cont_props.c). Both need the data
  * plane, to make the container on the targets.
  */
+/*
+ * A class whose groups need more engines than the pool has in its layout:
+ * say so now, not at the first write (-ENOSPC).
+ */
+static void class_room_note(lode_conn_t *c, const char *name)
+{
+	struct layout_class lc;
+	unsigned in = 0;
+
+	if (!name || layout_class_parse(name, &lc) < 0 || lc.group_size < 2)
+		return;
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; c->map && i < c->map->nengines; i++)
+		in += layout_state_in(c->map->engines[i].state);
+	pthread_mutex_unlock(&c->lock);
+	if (in < lc.group_size)
+		fprintf(stderr,
+			"note: %s puts each group on %u engines and the pool has %u: writes fail "
+			"with \"No space left on device\" until %u more join\n",
+			name, lc.group_size, in, lc.group_size - in);
+}
+
 static int cmd_cont_create(struct admin *a)
 {
 	const char *label = a->argv[0], *chunk = opt(a, "chunk-size"), *cb = opt(a, "crypt-block");
@@ -1369,7 +1391,10 @@ static int cmd_cont_create(struct admin *a)
 	else
 		rc = conn_cont_create_props(a->c, label, &p, NULL);
 	/* a refusal by the service has its message; the targets' errors do not */
-	return rc ? call_fail(a, rc, "container %s", label) : 0;
+	if (rc)
+		return call_fail(a, rc, "container %s", label);
+	class_room_note(a->c, p.object_class);
+	return 0;
 }
 
 static int cmd_cont_query(struct admin *a)

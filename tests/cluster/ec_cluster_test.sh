@@ -6,7 +6,8 @@
 #     (whole and partial stripes, unaligned, spanning stripes, punched to
 #     far past the end) match a model in memory, as S1's do; single values
 #     and chunked arrays of both classes read back;
-#   - EC_8P2 on six engines fails with -ENOSPC; an encrypted EC container
+#   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
+#     front); an encrypted EC container
 #     is refused;
 #   - files copied into an EC_2P1 container through lode-fuse (and `lode
 #     obj put`) read back byte for byte, and again after the kill below;
@@ -60,6 +61,9 @@ C "S1 matches the model (the engine's own semantics)" ops "$a_addr" cs1 S1 1 150
 C "EC_2P1 matches the model" ops "$a_addr" c21 EC_2P1 2 300
 C "EC_2P1 matches the model (another seed)" ops "$a_addr" c21 EC_2P1 12 300
 C "EC_4P2 matches the model" ops "$a_addr" c42 EC_4P2 3 300
+check "a container of class EC_8P2 on six engines" 0 A cont create c82 --class EC_8P2
+grep -q "until 4 more join" "$dir/err" && echo "ok   ... with a note that it needs 4 more" &&
+	pass=$((pass + 1)) || failed "no note on EC_8P2's engines: $(cat "$dir/err")"
 check "EC_8P2 on six engines fails" 1 "$client" ops "$a_addr" c21 EC_8P2 9 20
 grep -q "No space left" "$dir/out" && echo "ok   ... with -ENOSPC" && pass=$((pass + 1)) ||
 	failed "EC_8P2's error is not -ENOSPC: $(cat "$dir/out" "$dir/err")"
