@@ -536,30 +536,25 @@ int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *
 int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share);
 
 /*
- * The global targets a dkey (of oid, class cls, hash dkey_hash) is to be
- * copied to by engine self from its target local_tgt: the replacements of
- * its group's DOWN members and the new places of live members the rebuild
- * moves (a replacement pushed them), when self holds the group's first live member
- * there; else none. Returns how many (up to max), or -EHOSTDOWN (a
- * replacement cannot be reached), -ENOSPC, -EINVAL.
+ * What a rebuild or drain does with the group of a dkey (of oid, class cls,
+ * hash dkey_hash), as engine self's target local_tgt sees it: each
+ * member's global target now in tgt[] (-1: DOWN or unreachable), the place
+ * each DOWN or moving member goes to in dst[] (-1: it stays, or has no
+ * replacement), which member is this target (me) and which is the first
+ * not DOWN (first; -1: none), and swap: a member moves onto the target of
+ * another live member (harmless for replicas, not for EC cells, which share
+ * keys). Returns the group's size; 0 when no rebuild or drain runs;
+ * -EHOSTDOWN (a new place cannot be reached), -ENOSPC, -EINVAL.
  */
-int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
-		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, unsigned *dst,
-		       unsigned max);
+struct conn_rebuild_group {
+	int me, first;
+	bool swap;
+	int tgt[LAYOUT_GROUP_MAX], dst[LAYOUT_GROUP_MAX];
+};
 
-/*
- * The same for an erasure-coded group, whose members hold different cells:
- * the global target of each member in tgt[] (-1: DOWN or unreachable), the
- * place each DOWN or moved one goes to in dst[] (-1: it stays, or has no
- * replacement), and in *me
- * which member is this engine's target local_tgt (-1: none). Returns the
- * group's size; 0 when no rebuild runs; errors as conn_rebuild_dests, and
- * -EXDEV: a member would move onto the target of another member of the
- * group (same keys: not built; the rebuild cannot end).
- */
 int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
-		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, int *tgt, int *dst,
-		       int *me);
+		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt,
+		       struct conn_rebuild_group *out);
 
 /* Send a new request with no completion of its own, a shadow (lock held). */
 int conn_req_send(struct creq *r);

@@ -115,6 +115,38 @@ static void piece_done(struct creq *r)
 	r->rc = 0; /* the piece's own result, not the batch's */
 }
 
+/* Send piece pc under parent p; its result lands in pc->rc. */
+static void piece_submit(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
+			 lode_epoch_t epoch, struct piece *pc, struct creq *p)
+{
+	struct creq *r = conn_key_req(ct, pc->op, oid, k);
+	int rc = 0;
+
+	pc->rc = 0;
+	if (!r) {
+		pc->rc = -ENOMEM;
+		return;
+	}
+	r->pinned = true;
+	r->member = pc->member;
+	r->a.off = pc->off;
+	r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
+	r->on_done = piece_done;
+	r->ctx = pc;
+	if (pc->op == NET_OP_ARR_UPDATE)
+		rc = conn_value_out(r, pc->out, pc->len);
+	else if (pc->op == NET_OP_ARR_FETCH)
+		rc = conn_value_in(r, pc->in, pc->len);
+	else
+		r->a.len = pc->len;
+	if (rc < 0) {
+		creq_free(r);
+		pc->rc = rc;
+	} else if ((rc = creq_submit(r, NULL, p)) < 0) {
+		pc->rc = rc;
+	}
+}
+
 /* Send pieces [0, n) together and wait for all; each gets its own rc. */
 static int batch_run(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 		     lode_epoch_t epoch, struct piece *pc, size_t n)
@@ -125,34 +157,8 @@ static int batch_run(lode_cont_t *ct, struct lode_oid oid, const struct lode_key
 		return 0;
 	if (!(p = creq_new(ct->c, 0, 0)))
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		struct creq *r = conn_key_req(ct, pc[i].op, oid, k);
-		int rc = 0;
-
-		pc[i].rc = 0;
-		if (!r) {
-			pc[i].rc = -ENOMEM;
-			continue;
-		}
-		r->pinned = true;
-		r->member = pc[i].member;
-		r->a.off = pc[i].off;
-		r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
-		r->on_done = piece_done;
-		r->ctx = &pc[i];
-		if (pc[i].op == NET_OP_ARR_UPDATE)
-			rc = conn_value_out(r, pc[i].out, pc[i].len);
-		else if (pc[i].op == NET_OP_ARR_FETCH)
-			rc = conn_value_in(r, pc[i].in, pc[i].len);
-		else
-			r->a.len = pc[i].len;
-		if (rc < 0) {
-			creq_free(r);
-			pc[i].rc = rc;
-		} else if ((rc = creq_submit(r, NULL, p)) < 0) {
-			pc[i].rc = rc;
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		piece_submit(ct, oid, k, epoch, &pc[i], p);
 	return creq_seal(p, NULL);
 }
 
@@ -1019,26 +1025,8 @@ static int read_async(lode_cont_t *ct, const struct layout_class *cls, struct lo
 		aread_free(a);
 		return rc;
 	}
-	for (size_t i = 0; i < a->ps.n; i++) {
-		struct piece *pc = &a->ps.v[i];
-		struct creq *r = conn_key_req(ct, NET_OP_ARR_FETCH, oid, &a->k);
-
-		pc->rc = 0;
-		if (!r || (rc = conn_value_in(r, pc->in, pc->len)) < 0) {
-			if (r)
-				creq_free(r);
-			pc->rc = r ? rc : -ENOMEM;
-			continue;
-		}
-		r->pinned = true;
-		r->member = pc->member;
-		r->a.off = pc->off;
-		r->a.epoch = epoch == LODE_EPOCH_MAX ? 0 : epoch;
-		r->on_done = piece_done;
-		r->ctx = pc;
-		if ((rc = creq_submit(r, NULL, p)) < 0)
-			pc->rc = rc;
-	}
+	for (size_t i = 0; i < a->ps.n; i++)
+		piece_submit(ct, oid, &a->k, epoch, &a->ps.v[i], p);
 	p->on_done = read_done;
 	p->ctx = a;
 	return conn_req_seal_under(p, a->held);

@@ -611,47 +611,9 @@ int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
 	return down && up ? 1 : 0;
 }
 
-int conn_rebuild_dests(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
-		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, unsigned *dst,
-		       unsigned max)
-{
-	struct layout_group g, g2;
-	unsigned n = 0, f;
-	int rc, t;
-
-	pthread_mutex_lock(&c->lock);
-	if (!c->map || !c->map_next) {
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	if ((rc = layout_dkey_place(c->map, oid, cls, dkey_hash, &g)) < 0 ||
-	    (rc = layout_dkey_place(c->map_next, oid, cls, dkey_hash, &g2)) < 0) {
-		pthread_mutex_unlock(&c->lock);
-		return rc;
-	}
-	/* We copy when we hold the group's first live member here. */
-	for (f = 0; f < g.size && g.shard[f].down; f++)
-		;
-	if (f == g.size || g.shard[f].engine != self || g.shard[f].tgt != local_tgt) {
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	for (unsigned i = 0; i < g.size && n < max; i++) {
-		if ((rc = spare_target(c, &g, &g2, i, &t)) == -ENOENT)
-			continue; /* stays, or no replacement (too few engines left) */
-		if (rc < 0) {
-			pthread_mutex_unlock(&c->lock);
-			return rc;
-		}
-		dst[n++] = (unsigned)t;
-	}
-	pthread_mutex_unlock(&c->lock);
-	return (int)n;
-}
-
 int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
-		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt, int *tgt, int *dst,
-		       int *me)
+		       uint64_t dkey_hash, uint32_t self, uint16_t local_tgt,
+		       struct conn_rebuild_group *out)
 {
 	struct layout_group g, g2;
 	int rc;
@@ -666,28 +628,29 @@ int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lo
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	*me = -1;
-	/* A cell moving onto a target that holds another member's cell now
-	 * (members swapped by two failures in turn): the keys are the same,
-	 * so it cannot be written there before the map changes. */
-	for (unsigned i = 0; i < g.size && rc == 0; i++)
-		for (unsigned k = 0; k < g.size && rc == 0; k++)
-			if (k != i && !g.shard[k].down && !g2.shard[i].down &&
-			    (g.shard[i].engine != g2.shard[i].engine ||
-			     g.shard[i].tgt != g2.shard[i].tgt) &&
-			    g.shard[k].engine == g2.shard[i].engine && g.shard[k].tgt == g2.shard[i].tgt)
-				rc = -EXDEV;
+	out->me = out->first = -1;
+	out->swap = false;
 	for (unsigned i = 0; i < g.size && rc == 0; i++) {
-		tgt[i] = dst[i] = -1;
+		out->tgt[i] = out->dst[i] = -1;
 		if (!g.shard[i].down) {
-			tgt[i] = member_target(c, &g, i);
+			out->tgt[i] = member_target(c, &g, i);
+			if (out->first < 0)
+				out->first = (int)i;
 			if (g.shard[i].engine == self && g.shard[i].tgt == local_tgt)
-				*me = (int)i;
+				out->me = (int)i;
 		}
-		if ((rc = spare_target(c, &g, &g2, i, &dst[i])) == -ENOENT) {
+		if ((rc = spare_target(c, &g, &g2, i, &out->dst[i])) == -ENOENT) {
 			rc = 0; /* stays, or no replacement (too few engines left) */
-			dst[i] = -1;
+			out->dst[i] = -1;
 		}
+		/* Moving onto the target of another live member (members swapped
+		 * by two failures in turn). */
+		for (unsigned k = 0; k < g.size; k++)
+			out->swap |= k != i && !g.shard[k].down && !g2.shard[i].down &&
+				     (g.shard[i].engine != g2.shard[i].engine ||
+				      g.shard[i].tgt != g2.shard[i].tgt) &&
+				     g.shard[k].engine == g2.shard[i].engine &&
+				     g.shard[k].tgt == g2.shard[i].tgt;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc < 0 ? rc : (int)g.size;

@@ -55,7 +55,6 @@
 
 #define PIECE (1u << 20)      /* bytes of an array copied at once */
 #define RETRY_MS 2000         /* after a failed pass */
-#define DESTS_MAX LAYOUT_GROUP_MAX
 #define EC_PIECE (256u << 10) /* bytes of each cell range rebuilt at once */
 #define EC_TRIES 4            /* reads of one range that a racing write changed */
 
@@ -285,17 +284,22 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	struct keys_walk aw = {.p = w->p, .tgt = w->tgt, .oid = w->oid, .buf = w->p->akeys,
 			       .cap = sizeof(w->p->akeys), .fn = akey_copy};
 	struct lode_key dk = {dkey, dlen, NULL, 0};
-	unsigned dst[DESTS_MAX];
-	int n = conn_rebuild_dests(w->p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), w->p->self,
-				   w->local, dst, DESTS_MAX), rc = 0;
+	struct conn_rebuild_group g;
+	int n = conn_rebuild_group(w->p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), w->p->self,
+				   w->local, &g), rc = 0;
 
+	/* We copy when we hold the group's first live member here. */
+	if (n <= 0 || g.first != g.me)
+		return n < 0 ? n : 0;
 	aw.dkey = dkey;
 	aw.dlen = dlen;
-	for (int d = 0; d < n && rc == 0; d++) {
-		aw.dst = dst[d];
+	for (int m = 0; m < n && rc == 0; m++) {
+		if (g.dst[m] < 0)
+			continue;
+		aw.dst = (unsigned)g.dst[m];
 		rc = keys_each(&aw, NET_OP_AKEY_LIST, &dk);
 	}
-	return n < 0 ? n : rc;
+	return rc;
 }
 
 /* ---- erasure-coded objects -------------------------------------------------------- */
@@ -316,7 +320,7 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
  * A cell cannot yet move onto a target that holds another member's cell of
  * the same group (two failures in turn can swap members: src/layout/place.c):
  * both are stored under the same keys. conn_rebuild_group says so
- * (-EXDEV): the pass leaves that group, does the rest, then fails and is
+ * (swap): the pass leaves that group, does the rest, then fails and is
  * retried, and the engine stays DOWN with those cells read degraded,
  * rather than go OUT with a wrong cell in place.
  *
@@ -329,8 +333,8 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 struct ec_group {
 	const struct layout_class *cls;
 	const struct ec_codec *codec;
-	int n, me;
-	int tgt[LAYOUT_GROUP_MAX], dst[LAYOUT_GROUP_MAX];
+	int n;
+	struct conn_rebuild_group m; /* where each member is and goes */
 };
 
 /* The akeys of one dkey over every live member, each once. */
@@ -382,7 +386,7 @@ static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t 
 	for (unsigned s = 0; s < g->cls->k; s++) {
 		struct conn_tgt_io rd = {.epoch = LODE_EPOCH_MAX, .off = off, .len = n,
 					 .in = bufs + (size_t)s * EC_PIECE, .cap = n};
-		int rc = conn_tgt_io(p->ct, (unsigned)g->tgt[src[s]], NET_OP_ARR_FETCH, oid, k, &rd);
+		int rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[src[s]], NET_OP_ARR_FETCH, oid, k, &rd);
 
 		if (rc == -ENOENT)
 			memset(rd.in, 0, n);
@@ -405,13 +409,13 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	for (unsigned m = 0; m < nm; m++) {
 		struct conn_tgt_io sz = {.epoch = LODE_EPOCH_MAX};
 
-		if (g->tgt[m] < 0) {
-			want |= g->dst[m] >= 0 ? 1u << m : 0;
+		if (g->m.tgt[m] < 0) {
+			want |= g->m.dst[m] >= 0 ? 1u << m : 0;
 			continue;
 		}
 		if (ns < nk)
 			src[ns++] = (uint8_t)m;
-		rc = conn_tgt_io(p->ct, (unsigned)g->tgt[m], NET_OP_ARR_SIZE, oid, k, &sz);
+		rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, oid, k, &sz);
 		if (rc < 0 && rc != -ENOENT)
 			return rc;
 		if (rc == 0 && sz.val > size)
@@ -422,8 +426,8 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	/* A live member the rebuild moves (pushed by a replacement): its own
 	 * cells, copied. */
 	for (unsigned m = 0; m < nm; m++)
-		if (g->tgt[m] >= 0 && g->dst[m] >= 0 &&
-		    (rc = copy_array(p, (unsigned)g->tgt[m], (unsigned)g->dst[m], oid, k)) < 0)
+		if (g->m.tgt[m] >= 0 && g->m.dst[m] >= 0 &&
+		    (rc = copy_array(p, (unsigned)g->m.tgt[m], (unsigned)g->m.dst[m], oid, k)) < 0)
 			return rc;
 	for (uint64_t off = 0; off < size && want && !stopping(p->rb); off += EC_PIECE) {
 		uint64_t n = size - off < EC_PIECE ? size - off : EC_PIECE;
@@ -464,7 +468,7 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 
 			if (!(want & 1u << m) || all_zero(cells[m], n))
 				continue;
-			if ((rc = conn_tgt_io(p->ct, (unsigned)g->dst[m], NET_OP_ARR_UPDATE, oid, k,
+			if ((rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, oid, k,
 					      &wr)) < 0)
 				return rc;
 			count(p->rb, 0, n);
@@ -485,11 +489,11 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 	for (unsigned m = 0; m < reps; m++) {
 		struct conn_tgt_io rd;
 
-		if (g->tgt[m] < 0)
+		if (g->m.tgt[m] < 0)
 			continue;
 		for (;;) {
 			rd = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->buf, .cap = p->cap};
-			rc = conn_tgt_io(p->ct, (unsigned)g->tgt[m], NET_OP_SV_FETCH, oid, k, &rd);
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_SV_FETCH, oid, k, &rd);
 			if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
 				break;
 			if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
@@ -506,9 +510,9 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 			struct conn_tgt_io wr = {.epoch = p->epoch, .out = p->buf, .len = n,
 						 .rebuild = true};
 
-			if (g->dst[l] < 0)
+			if (g->m.dst[l] < 0)
 				continue; /* stays where it is */
-			if ((rc = conn_tgt_io(p->ct, (unsigned)g->dst[l], NET_OP_SV_UPDATE, oid, k,
+			if ((rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[l], NET_OP_SV_UPDATE, oid, k,
 					      &wr)) < 0)
 				return rc;
 			count(p->rb, 0, n);
@@ -531,23 +535,23 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	int rc = 0;
 
 	g.n = conn_rebuild_group(p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), p->self,
-				 w->local, g.tgt, g.dst, &g.me);
-	if (g.n == -EXDEV) {
+				 w->local, &g.m);
+	if (g.n <= 0 || g.m.me < 0)
+		return g.n < 0 ? g.n : 0;
+	if (g.m.swap) {
 		p->exdev = true; /* this group waits; the pass goes on, and fails at its end */
 		return 0;
 	}
-	if (g.n <= 0 || g.me < 0)
-		return g.n < 0 ? g.n : 0;
 	for (int m = 0; m < g.n; m++)
-		any |= g.dst[m] >= 0;
+		any |= g.m.dst[m] >= 0;
 	/* The first live parity member rebuilds it: every array write and
 	 * every single value reaches it, and the map says which it is, so no
 	 * write made during the pass changes the choice. With every parity
 	 * member lost, each live holder does (twice is harmless). */
 	for (int m = (int)w->cls->k; m < g.n && any; m++) {
-		if (g.tgt[m] < 0)
+		if (g.m.tgt[m] < 0)
 			continue;
-		if (m != g.me)
+		if (m != g.m.me)
 			return 0;
 		break;
 	}
@@ -556,9 +560,9 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	if (!p->ecbuf && !(p->ecbuf = malloc(2 * EC_CELLS_MAX * (size_t)EC_PIECE)))
 		return -ENOMEM;
 	for (int m = 0; m < g.n && rc == 0; m++) {
-		if (g.tgt[m] < 0)
+		if (g.m.tgt[m] < 0)
 			continue;
-		aw.tgt = (unsigned)g.tgt[m];
+		aw.tgt = (unsigned)g.m.tgt[m];
 		rc = keys_each(&aw, NET_OP_AKEY_LIST, &dk);
 	}
 	for (size_t at = 0; at < ks.used && rc == 0 && !stopping(p->rb);) {

@@ -24,10 +24,7 @@ scratch_setup cluster-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
 HB=(--heartbeat-ms 200 --grace-ms 3000)
-loded_start --ram --transport tcp --targets 2 "${HB[@]}"
-a_addr=$addr
-mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
-A() { "$lode" --addr "$a_addr" "$@"; }
+cluster_host --ram --transport tcp --targets 2 "${HB[@]}"
 
 join() { loded_join "$@"; }
 

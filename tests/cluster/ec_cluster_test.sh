@@ -39,10 +39,7 @@ mnt=$dir/mnt
 # Never remove the scratch directory through a mount that is still there.
 trap 'fusermount3 -u -z "$mnt" 2>/dev/null; scratch_cleanup' EXIT
 
-loded_start --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
-a_addr=$addr
-mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
-A() { "$lode" --addr "$a_addr" "$@"; }
+cluster_host --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
 C() { check "$1" 0 "$client" "${@:2}"; cat "$dir/out"; }
 
 declare -A epid

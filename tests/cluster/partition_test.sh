@@ -53,10 +53,7 @@ ip addr add "$host_ip/24" dev "$host_if" && ip link set "$host_if" up &&
 # UCX's tcp lanes go over the veth pair on both sides.
 export UCX_NET_DEVICES=$host_if LODE_TIMEOUT_MS=8000
 HB=(--heartbeat-ms 200 --grace-ms 3000)
-LODED_HOST=$host_ip loded_start --ram --transport tcp --targets 2 "${HB[@]}"
-a_addr=$addr
-mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
-A() { "$lode" --addr "$a_addr" "$@"; }
+LODED_HOST=$host_ip cluster_host --ram --transport tcp --targets 2 "${HB[@]}"
 
 LODED_HOST=$host_ip loded_join b
 pids+=("$jpid")

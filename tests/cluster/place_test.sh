@@ -24,10 +24,7 @@ scratch_setup place-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
-loded_start --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
-a_addr=$addr
-mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
-A() { "$lode" --addr "$a_addr" "$@"; }
+cluster_host --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 3000
 
 join() { loded_join "$@"; }
 

@@ -25,10 +25,7 @@ scratch_setup rebuild-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
 HB=(--heartbeat-ms 200 --grace-ms 3000)
-loded_start --ram --transport tcp --targets 2 "${HB[@]}"
-a_addr=$addr
-mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
-A() { "$lode" --addr "$a_addr" "$@"; }
+cluster_host --ram --transport tcp --targets 2 "${HB[@]}"
 
 loded_join b --targets 2
 b_pid=$jpid

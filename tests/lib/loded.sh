@@ -37,6 +37,16 @@ loded_start() {
 	exit 1
 }
 
+# cluster_host [LODED ARGS...]: loded_start the engine that hosts the
+# management service of a multi-engine test; sets a_addr (its address) and
+# mgmt (the service's, for loded_join), and defines A: the CLI against it.
+cluster_host() {
+	loded_start "$@"
+	a_addr=$addr
+	mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
+	A() { "$lode" --addr "$a_addr" "$@"; }
+}
+
 # loded_join NAME [LODED ARGS...]: start an engine that joins the system
 # whose management service is at $mgmt (its data in $dir/NAME, its log in
 # $dir/NAME.log, RAM targets over tcp), logging in as $LODE_CREDENTIALS.
