@@ -425,20 +425,33 @@ static ssize_t read_span(lodefs_file_t *f, struct fs_chan *ch, uint64_t off, siz
 		return 0;
 	if (len > IO_MAX)
 		len = IO_MAX;
-	/* One trip through the inode's lock: threads reading one file share it. */
-	pthread_mutex_lock(&in->mu);
-	size = in->a.size;
-	*chunk = in->a.chunk;
-	pthread_mutex_unlock(&in->mu);
+	/* No lock: threads reading one file would all queue on it (file_publish). */
+	size = __atomic_load_n(&in->rd_size, __ATOMIC_ACQUIRE);
+	*chunk = __atomic_load_n(&in->rd_chunk, __ATOMIC_ACQUIRE);
 	if (off + len > size) {
 		if ((rc = inode_sync(ch, in, true)) < 0)
 			return rc;
-		pthread_mutex_lock(&in->mu);
-		size = in->a.size;
-		*chunk = in->a.chunk;
-		pthread_mutex_unlock(&in->mu);
+		size = __atomic_load_n(&in->rd_size, __ATOMIC_ACQUIRE);
+		*chunk = __atomic_load_n(&in->rd_chunk, __ATOMIC_ACQUIRE);
 	}
 	return (ssize_t)(off >= size ? 0 : (size - off < len ? size - off : len));
+}
+
+/*
+ * The copies of what reads need. The chunk size goes first: a reader that
+ * sees a size sees at least its chunk size (which changes only while the
+ * file is empty). Relatime: reads leave atime alone while it is later than
+ * mtime and ctime and less than a day old.
+ */
+void file_publish(struct fs_inode *in)
+{
+	int64_t until = 0;
+
+	if (!ts_le(&in->a.atime, &in->a.mtime) && !ts_le(&in->a.atime, &in->a.ctime))
+		until = ts_ns(&in->a.atime) + DAY_NS;
+	__atomic_store_n(&in->rd_chunk, in->a.chunk, __ATOMIC_RELEASE);
+	__atomic_store_n(&in->rd_size, in->a.size, __ATOMIC_RELEASE);
+	__atomic_store_n(&in->rd_quiet_until, until, __ATOMIC_RELEASE);
 }
 
 /* After a read: relatime, and times old enough to store are stored. */
@@ -447,14 +460,18 @@ static int read_done(struct fs_chan *ch, struct fs_inode *in)
 	struct timespec now;
 
 	fs_now(&now);
-	pthread_mutex_lock(&in->mu);
-	if (ts_le(&in->a.atime, &in->a.mtime) || ts_le(&in->a.atime, &in->a.ctime) ||
-	    ts_ns(&now) - ts_ns(&in->a.atime) > DAY_NS) {
-		dirty_mark(in, &now);
-		in->a.atime = now;
-		in->atime_dirty = true;
+	/* The lock only when atime may be due (a racing change is ordered after this read). */
+	if (ts_ns(&now) > __atomic_load_n(&in->rd_quiet_until, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&in->mu);
+		if (ts_le(&in->a.atime, &in->a.mtime) || ts_le(&in->a.atime, &in->a.ctime) ||
+		    ts_ns(&now) - ts_ns(&in->a.atime) > DAY_NS) {
+			dirty_mark(in, &now);
+			in->a.atime = now;
+			in->atime_dirty = true;
+			file_publish(in);
+		}
+		pthread_mutex_unlock(&in->mu);
 	}
-	pthread_mutex_unlock(&in->mu);
 	/* A racy look first: the lock only when something may be old enough to store. */
 	if (__atomic_load_n(&in->mtime_dirty, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&in->atime_dirty, __ATOMIC_RELAXED))
@@ -591,6 +608,7 @@ static int write_begin(lodefs_file_t *f, uint64_t off, size_t len, struct write_
 	dirty_mark(in, &w->now);
 	in->a.mtime = in->a.ctime = w->now;
 	in->mtime_dirty = true;
+	file_publish(in);
 	if (f->uid != 0 && ((in->a.mode & S_ISUID) ||
 			    (in->a.mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))) {
 		in->kill_suid = true;

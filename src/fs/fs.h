@@ -80,6 +80,13 @@ struct fs_inode {
 	uint64_t dirty_gen;
 	struct timespec dirty_since;
 	bool kill_suid;        /* a write by non-root: clear setuid/setgid at the next store */
+	/*
+	 * What a read needs, copied from a under mu by file_publish and read
+	 * without the lock (threads reading one file would all queue on mu).
+	 */
+	uint64_t rd_size;        /* a.size */
+	uint32_t rd_chunk;       /* a.chunk */
+	int64_t rd_quiet_until;  /* ns: a read before this leaves atime alone; 0: it looks */
 };
 
 struct lodefs {
@@ -154,6 +161,8 @@ int inode_begin(struct fs_chan *ch, struct fs_inode *in, int mode, struct fs_txn
 int inode_end(struct fs_chan *ch, struct fs_inode *in, struct fs_txn *t, int rc);
 int inode_sync(struct fs_chan *ch, struct fs_inode *in, bool force_read);
 bool inode_dirty(struct fs_inode *in);
+/* Under in->mu, after in->a changed: refresh the copies reads take without the lock. */
+void file_publish(struct fs_inode *in);
 
 bool cred_in_group(const struct lodefs_cred *c, gid_t gid);
 int perm_check(const struct lodefs_cred *c, const struct fs_attr *a, int mask);

@@ -274,6 +274,7 @@ int inode_end(struct fs_chan *ch, struct fs_inode *in, struct fs_txn *t, int rc)
 			if (in->atime_dirty)
 				in->a.atime = old.atime;
 		}
+		file_publish(in);
 	}
 	in->busy = false;
 	pthread_cond_broadcast(&in->cv);
