@@ -461,7 +461,7 @@ static int user_resolve(const ms_state *s, const char *q, const ms_tenant *dflt,
 			char *msg, size_t msg_cap)
 {
 	char name[MS_NAME_MAX + 1];
-	ms_tenant *t;
+	ms_tenant *t = NULL;
 	int st = qname_split(s, q, dflt, &t, name, msg, msg_cap);
 
 	if (st)
@@ -476,7 +476,7 @@ static int group_resolve(const ms_state *s, const char *q, const ms_tenant *dflt
 			 char *msg, size_t msg_cap)
 {
 	char name[MS_NAME_MAX + 1];
-	ms_tenant *t;
+	ms_tenant *t = NULL;
 	int st = qname_split(s, q, dflt, &t, name, msg, msg_cap);
 
 	if (st)
