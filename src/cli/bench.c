@@ -689,6 +689,15 @@ static void job_phase_fs(struct job *j, const struct phase *ph)
 		else
 			n = lodefs_file_write(j->file, s->buf, g.o.bs, s->block * g.o.bs, NULL);
 		now = now_ns();
+		if (n >= 0 && n < (ssize_t)g.o.bs && s->dir == DIR_READ) {
+			/* Not an I/O error: the file is shorter than the job's region. */
+			bench_fail(-ENODATA,
+				   "job %u: %s of block %" PRIu64 " (%s) got %zd of %u bytes: the file "
+				   "ends before --size (a write run cut short by --runtime? --prefill 1 "
+				   "writes it in full)",
+				   j->id, op_name(s->dir), s->block, ph->name, n, g.o.bs);
+			break;
+		}
 		s->ev.rc = n < 0 ? (int)n : n != (ssize_t)g.o.bs ? -EIO : 0;
 		j->issued++;
 		j->inflight++;
