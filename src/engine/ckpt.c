@@ -168,7 +168,7 @@ int ckpt_block_decode(const uint8_t *buf, size_t avail, size_t *used, ckpt_rec_f
 		p += 4;
 		if (get_varint(&p, end, &loc) || get_varint(&p, end, &off))
 			return -LODE_ECORRUPT;
-		if (type == 0 || type > REC_TYPE_MAX || (flags & ~REC_F_INLINE))
+		if (type == 0 || type > REC_TYPE_MAX || (flags & ~REC_F_ALL))
 			return -LODE_ECORRUPT;
 		probe = (struct rec){.len = (uint32_t)len, .type = type, .flags = flags};
 		tail = rec_tail(&probe);

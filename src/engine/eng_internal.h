@@ -18,7 +18,18 @@
 #include "engine/engine.h"
 
 #define ENG_BLOCK 4096u            /* extent allocation unit and O_DIRECT alignment */
-#define ENG_CSUM_CHUNK (32u << 10) /* one CRC32C per chunk of an extent */
+/*
+ * One CRC32C per chunk of an extent: a block (REC_F_CSUM_BLOCK) for records
+ * written since, 32 KiB for records written before (docs/decisions/0013).
+ */
+#define ENG_CSUM_CHUNK ENG_BLOCK
+#define ENG_CSUM_CHUNK_OLD (32u << 10)
+
+/*
+ * Tests only: updates write records as builds before REC_F_CSUM_BLOCK did
+ * (one checksum per ENG_CSUM_CHUNK_OLD), to show such stores still read.
+ */
+extern bool eng_csum_old_chunks;
 
 /* ---- index records ---------------------------------------------------- */
 
@@ -32,7 +43,9 @@ enum rec_type {
 	REC_TYPE_MAX = 6,
 };
 
-#define REC_F_INLINE 0x1 /* data follows the key inside the record */
+#define REC_F_INLINE 0x1     /* data follows the key inside the record */
+#define REC_F_CSUM_BLOCK 0x2 /* one checksum per ENG_CSUM_CHUNK, else per ENG_CSUM_CHUNK_OLD */
+#define REC_F_ALL (REC_F_INLINE | REC_F_CSUM_BLOCK)
 
 /*
  * One index record. Keys encode the path so that memcmp order is the order
@@ -52,9 +65,21 @@ struct rec {
 	uint8_t key[];
 };
 
-static inline uint32_t rec_nchunks(uint32_t len)
+/* The checksum chunk of a record's extent. */
+static inline uint32_t rec_csum_chunk(const struct rec *r)
 {
-	return len <= ENG_CSUM_CHUNK ? 1 : (len + ENG_CSUM_CHUNK - 1) / ENG_CSUM_CHUNK;
+	return (r->flags & REC_F_CSUM_BLOCK) ? ENG_CSUM_CHUNK : ENG_CSUM_CHUNK_OLD;
+}
+
+/* Checksums of len bytes in chunks of cs. */
+static inline uint32_t csum_nchunks(uint32_t len, uint32_t cs)
+{
+	return len <= cs ? 1 : (len + cs - 1) / cs;
+}
+
+static inline uint32_t rec_nchunks(const struct rec *r)
+{
+	return csum_nchunks(r->len, rec_csum_chunk(r));
 }
 
 /* Bytes that follow the key: inline data or the chunk CRC array. */
@@ -62,8 +87,8 @@ static inline size_t rec_tail(const struct rec *r)
 {
 	if (r->flags & REC_F_INLINE)
 		return r->len;
-	if ((r->type == REC_SV || r->type == REC_ARR) && rec_nchunks(r->len) > 1)
-		return (size_t)rec_nchunks(r->len) * 4;
+	if ((r->type == REC_SV || r->type == REC_ARR) && rec_nchunks(r) > 1)
+		return (size_t)rec_nchunks(r) * 4;
 	return 0;
 }
 
@@ -76,7 +101,7 @@ static inline uint32_t rec_chunk_crc(const struct rec *r, uint32_t i)
 {
 	uint32_t c;
 
-	if (rec_nchunks(r->len) == 1)
+	if (rec_nchunks(r) == 1)
 		return r->crc;
 	__builtin_memcpy(&c, r->key + r->klen + 4 * (size_t)i, 4);
 	return c;

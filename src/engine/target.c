@@ -220,6 +220,7 @@ struct piece {
 	uint32_t copy;     /* bytes to give the caller */
 	uint32_t check_len;/* bytes covered by the chunk checksums */
 	uint32_t nchunk;
+	uint32_t ck;       /* the record's checksum chunk */
 	bool direct;       /* buf is dst: nothing to copy or free */
 	uint32_t crc[];
 };
@@ -978,13 +979,16 @@ void *eng_value_reserve(struct eng_target *t, uint32_t len)
 	return t->space.map + loc;
 }
 
+bool eng_csum_old_chunks;
+
 static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t epoch, uint8_t type,
 		  uint64_t off, const void *buf, uint32_t len, eng_cb_t cb, void *arg)
 {
 	struct kb k;
 	struct rec *r;
 	struct op *o;
-	uint32_t cidx, nchunk = rec_nchunks(len);
+	uint32_t ck = eng_csum_old_chunks ? ENG_CSUM_CHUNK_OLD : ENG_CSUM_CHUNK;
+	uint32_t cidx, nchunk = csum_nchunks(len, ck);
 	bool inl;
 	int rc = validate_key(t, key, true, true, &cidx);
 
@@ -1015,6 +1019,7 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 	}
 	r->len = len;
 	r->off = off;
+	r->flags = eng_csum_old_chunks ? 0 : REC_F_CSUM_BLOCK;
 	o->kind = OP_INSERT;
 	o->rec = r;
 	if (inl) {
@@ -1025,8 +1030,8 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 		return op_queue(t, o, cb, arg, false);
 	}
 	for (uint32_t i = 0; i < nchunk; i++) {
-		uint32_t cl = len - i * ENG_CSUM_CHUNK < ENG_CSUM_CHUNK ? len - i * ENG_CSUM_CHUNK : ENG_CSUM_CHUNK;
-		uint32_t c = eng_crc32c(0, (const uint8_t *)buf + (size_t)i * ENG_CSUM_CHUNK, cl);
+		uint32_t cl = len - i * ck < ck ? len - i * ck : ck;
+		uint32_t c = eng_crc32c(0, (const uint8_t *)buf + (size_t)i * ck, cl);
 
 		if (nchunk == 1)
 			r->crc = c;
@@ -1238,11 +1243,13 @@ static lode_epoch_t punch_barrier(struct eng_target *t, uint32_t cidx, struct lo
 
 static bool chunks_ok(const struct rec *r, const uint8_t *data, uint32_t c0, uint32_t c1)
 {
-	for (uint32_t i = c0; i < c1; i++) {
-		uint32_t start = i * ENG_CSUM_CHUNK;
-		uint32_t cl = r->len - start < ENG_CSUM_CHUNK ? r->len - start : ENG_CSUM_CHUNK;
+	uint32_t ck = rec_csum_chunk(r);
 
-		if (eng_crc32c(0, data + start - (size_t)c0 * ENG_CSUM_CHUNK, cl) != rec_chunk_crc(r, i))
+	for (uint32_t i = c0; i < c1; i++) {
+		uint32_t start = i * ck;
+		uint32_t cl = r->len - start < ck ? r->len - start : ck;
+
+		if (eng_crc32c(0, data + start - (size_t)c0 * ck, cl) != rec_chunk_crc(r, i))
 			return false;
 	}
 	return true;
@@ -1280,8 +1287,9 @@ static void reads_unlink(struct eng_target *t, struct op *o)
 static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_t xoff, uint32_t n,
 		uint8_t *dst)
 {
-	uint32_t c0 = (uint32_t)(xoff / ENG_CSUM_CHUNK);
-	uint32_t c1 = (uint32_t)((xoff + n + ENG_CSUM_CHUNK - 1) / ENG_CSUM_CHUNK);
+	uint32_t ck = rec_csum_chunk(r);
+	uint32_t c0 = (uint32_t)(xoff / ck);
+	uint32_t c1 = (uint32_t)((xoff + n + ck - 1) / ck);
 	const uint8_t *src;
 
 	if (n == 0)
@@ -1301,8 +1309,8 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 
 		src = t->space.map + r->loc;
 		for (uint32_t i = c0; i < c1; i++) {
-			uint64_t cs = (uint64_t)i * ENG_CSUM_CHUNK;
-			uint32_t cl = r->len - cs < ENG_CSUM_CHUNK ? (uint32_t)(r->len - cs) : ENG_CSUM_CHUNK;
+			uint64_t cs = (uint64_t)i * ck;
+			uint32_t cl = r->len - cs < ck ? (uint32_t)(r->len - cs) : ck;
 			uint64_t ce = cs + cl < end ? cs + cl : end;
 
 			if (eng_crc32c(0, src + cs, cl) != rec_chunk_crc(r, i)) {
@@ -1315,8 +1323,8 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		return 0;
 	}
 	{
-		uint64_t start = (uint64_t)c0 * ENG_CSUM_CHUNK;
-		uint64_t end = (uint64_t)c1 * ENG_CSUM_CHUNK < r->len ? (uint64_t)c1 * ENG_CSUM_CHUNK : r->len;
+		uint64_t start = (uint64_t)c0 * ck;
+		uint64_t end = (uint64_t)c1 * ck < r->len ? (uint64_t)c1 * ck : r->len;
 		size_t blen = blocks_of(end - start) * ENG_BLOCK;
 		uint32_t nchunk = c1 - c0;
 		struct piece *p = malloc(sizeof(*p) + nchunk * 4u);
@@ -1339,6 +1347,7 @@ static int give(struct eng_target *t, struct op *o, const struct rec *r, uint64_
 		p->skip = (uint32_t)(xoff - start);
 		p->copy = n;
 		p->nchunk = nchunk;
+		p->ck = ck;
 		p->check_len = (uint32_t)(end - start);
 		for (uint32_t i = 0; i < nchunk; i++)
 			p->crc[i] = rec_chunk_crc(r, c0 + i);
@@ -1372,8 +1381,8 @@ static void piece_done(struct eng_target *t, struct piece *p, int res)
 		rc = -EIO;
 	} else {
 		for (uint32_t i = 0; i < p->nchunk; i++) {
-			uint32_t s = i * ENG_CSUM_CHUNK;
-			uint32_t cl = p->check_len - s < ENG_CSUM_CHUNK ? p->check_len - s : ENG_CSUM_CHUNK;
+			uint32_t s = i * p->ck;
+			uint32_t cl = p->check_len - s < p->ck ? p->check_len - s : p->ck;
 
 			if (eng_crc32c(0, p->buf + s, cl) != p->crc[i]) {
 				rc = -LODE_ECSUM;
@@ -2367,10 +2376,11 @@ static int extent_copy(struct eng_target *t, const struct rec *r, uint64_t lo, u
 		       uint8_t *dst)
 {
 	uint64_t xoff = lo - r->off, n = hi - lo;
-	uint32_t c0 = (uint32_t)(xoff / ENG_CSUM_CHUNK);
-	uint32_t c1 = (uint32_t)((xoff + n + ENG_CSUM_CHUNK - 1) / ENG_CSUM_CHUNK);
-	uint64_t start = (uint64_t)c0 * ENG_CSUM_CHUNK;
-	uint64_t end = (uint64_t)c1 * ENG_CSUM_CHUNK < r->len ? (uint64_t)c1 * ENG_CSUM_CHUNK : r->len;
+	uint32_t ck = rec_csum_chunk(r);
+	uint32_t c0 = (uint32_t)(xoff / ck);
+	uint32_t c1 = (uint32_t)((xoff + n + ck - 1) / ck);
+	uint64_t start = (uint64_t)c0 * ck;
+	uint64_t end = (uint64_t)c1 * ck < r->len ? (uint64_t)c1 * ck : r->len;
 	size_t blen = blocks_of(end - start) * ENG_BLOCK;
 	uint8_t *buf;
 	int rc = 0;
@@ -2892,11 +2902,11 @@ static bool extent_intact(struct eng_target *t, const struct rec *r)
 	if (r->loc % ENG_BLOCK || r->loc + blen > t->space.size || r->loc + blen < r->loc)
 		return false;
 	if (t->space.ram)
-		return chunks_ok(r, t->space.map + r->loc, 0, rec_nchunks(r->len));
+		return chunks_ok(r, t->space.map + r->loc, 0, rec_nchunks(r));
 	if (posix_memalign((void **)&buf, ENG_BLOCK, blen) != 0)
 		return false;
 	ok = pread(t->space.fd, buf, blen, (off_t)r->loc) == (ssize_t)blen &&
-	     chunks_ok(r, buf, 0, rec_nchunks(r->len));
+	     chunks_ok(r, buf, 0, rec_nchunks(r));
 	free(buf);
 	return ok;
 }

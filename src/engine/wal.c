@@ -125,7 +125,7 @@ int wal_decode(const uint8_t *buf, size_t avail, struct wal_view *v)
 		v->crc = get32(p + 8);
 		v->loc = get64(p + 12);
 		v->off = get64(p + 20);
-		if (v->type == 0 || v->type > REC_TYPE_MAX || (v->flags & ~REC_F_INLINE) ||
+		if (v->type == 0 || v->type > REC_TYPE_MAX || (v->flags & ~REC_F_ALL) ||
 		    v->klen == 0 || v->klen > plen - INS_FIXED)
 			return -LODE_ECORRUPT;
 		v->key = p + INS_FIXED;

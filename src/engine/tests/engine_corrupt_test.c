@@ -10,6 +10,8 @@
  */
 #include "test_util.h"
 
+#include "engine/eng_internal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -321,11 +323,65 @@ static void test_flip_open(void **state)
 	sv_ok(f, &kh, LODE_EPOCH_MAX, 4096, sh);
 }
 
+/*
+ * Checksum chunks: records now carry one checksum per 4 KiB block, so a read
+ * of a block next to a damaged one still succeeds; records written as
+ * earlier builds did (one per 32 KiB, no REC_F_CSUM_BLOCK) still read, with
+ * their own geometry, before and after a restart.
+ */
+static void test_chunk_geometry(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	struct eng_key kold = tu_key(&f->cont, tu_oid(4), "d", "old");
+	struct eng_key knew = tu_key(&f->cont, tu_oid(4), "d", "new");
+	struct eng_key ksv = tu_key(&f->cont, tu_oid(4), "d", "sv");
+	const uint64_t so = 0x01d, sn = 0x4e3, ss = 0x55;
+
+	eng_csum_old_chunks = true;
+	arr_put(f, &kold, 10, 5000, 70000, so);
+	sv_put(f, &ksv, 10, 100000, ss);
+	eng_csum_old_chunks = false;
+	arr_put(f, &knew, 10, 5000, 70000, sn);
+	tu_fix_reopen(f);
+	arr_ok_or_csum(f, &kold, 5000, 70000, so);
+	sv_ok(f, &ksv, LODE_EPOCH_MAX, 100000, ss);
+
+	/* Extent byte 50000 lies in old chunk [32768, 65536) and new block [49152, 53248). */
+	off_t po = locate(f, so, 5000), pn = locate(f, sn, 5000);
+	corrupt(f, po + 50000);
+	corrupt(f, pn + 50000);
+	arr_expect_csum(f, &kold, 5000 + 49900, 200, 5000 + 50000, so);
+	arr_expect_csum(f, &knew, 5000 + 49900, 200, 5000 + 50000, sn);
+	arr_expect_csum(f, &kold, 5000 + 50000, 1, 5000 + 50000, so);
+	arr_expect_csum(f, &knew, 5000 + 50000, 1, 5000 + 50000, sn);
+
+	uint8_t *b = malloc(4096);
+
+	assert_non_null(b);
+	/* The old record's damaged chunk covers blocks the new one checks apart. */
+	assert_int_equal(eng_arr_fetch(f->tgt, &kold, LODE_EPOCH_MAX, 5000 + 40000, b, 1000, NULL,
+				       NULL),
+			 -LODE_ECSUM);
+	assert_int_equal(eng_arr_fetch(f->tgt, &knew, LODE_EPOCH_MAX, 5000 + 40000, b, 1000, NULL,
+				       NULL),
+			 0);
+	assert_int_equal(tu_pat_check(b, 1000, sn, 5000 + 40000), -1);
+	assert_int_equal(eng_arr_fetch(f->tgt, &knew, LODE_EPOCH_MAX, 5000 + 53248, b, 4096, NULL,
+				       NULL),
+			 0);
+	assert_int_equal(tu_pat_check(b, 4096, sn, 5000 + 53248), -1);
+	assert_int_equal(eng_arr_fetch(f->tgt, &kold, LODE_EPOCH_MAX, 5000, b, 4096, NULL, NULL),
+			 0);
+	assert_int_equal(tu_pat_check(b, 4096, so, 5000), -1);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		TU_BOTH_MODES(test_flip_closed),
 		TU_BOTH_MODES(test_flip_open),
+		TU_BOTH_MODES(test_chunk_geometry),
 	};
 
 	tu_main_init();
