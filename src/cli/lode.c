@@ -1152,7 +1152,10 @@ static const struct cmd cmds[] = {
 	 "its data is copied away, then it is OUT. Engine 0 cannot be drained.",
 	 NULL},
 	{"system reintegrate", "ID", 1, 1, CMD_ADMIN, "bring engine ID back UP",
-	 "Needs a system administrator. The engine must be DOWN or OUT.", NULL},
+	 "Needs a system administrator. The engine must be DOWN or OUT. It serves\n"
+	 "again at once with what it held when it left: there is no catch-up yet, so\n"
+	 "only bring back an engine that missed no writes (docs/decisions/0014).",
+	 NULL},
 	{"key rotate", "", 0, 0, CMD_ADMIN,
 	 "sign capabilities with a new key from now on",
 	 "Needs a system administrator. Capabilities signed by the older keys stay\n"

@@ -369,14 +369,21 @@ static bool group_write(const struct creq *r)
 	return r->placed && r->write && !r->leader && !r->pinned;
 }
 
-/* Count a member's result into its write's leader l. */
-static void member_count(struct creq *l, int rc)
+/*
+ * Count a member's result into its write's leader l; val is the member's
+ * reply value (a refusing engine's map version).
+ */
+static void member_count(struct creq *l, int rc, uint64_t val)
 {
 	if (rc == 0)
 		l->members_ok++;
 	else if (rc == -EHOSTDOWN || rc == -LODE_EFENCED) {
 		if (!l->lost_rc || rc == -LODE_EFENCED)
 			l->lost_rc = rc;
+		/* An engine put back UP refuses until its heartbeat brings it
+		 * the map that says so: no newer map is coming to wait for. */
+		if (rc == -LODE_EFENCED && val && val < atomic_load(&l->c->map_ver))
+			l->fence_behind = true;
 	} else if (!l->shadow_rc) {
 		l->shadow_rc = rc;
 	}
@@ -393,7 +400,7 @@ static void req_finish(struct creq *r)
 
 		req_unlink(r);
 		r->done = true;
-		member_count(l, r->rc);
+		member_count(l, r->rc, r->val);
 		req_release(r);
 		l->nshadow--;
 		req_maybe_finish(l);
@@ -431,10 +438,14 @@ static int64_t now_us(void);
  * version the engine named.
  */
 #define RESEND_MAX 4
+/* Turns of the renewer (250 ms) a write waits for a fenced engine whose
+ * map is behind ours to catch up; then it waits for a newer map. */
+#define FENCE_WAITS_MAX 20
 
 static bool req_park(struct creq *r)
 {
 	lode_conn_t *c = r->c;
+	bool fence_wait = false;
 
 	if (r->resent >= RESEND_MAX || c->failed || r->op == 0 || r->final)
 		return false;
@@ -449,15 +460,19 @@ static bool req_park(struct creq *r)
 		 */
 		if (!group_write(r) || r->shadow_rc || !(r->lost_up || r->lost_rc))
 			return false;
-		r->val = atomic_load(&c->map_ver) + 1;
+		fence_wait = r->fence_behind && !r->lost_up && r->fence_waits < FENCE_WAITS_MAX;
+		r->val = atomic_load(&c->map_ver) + (fence_wait ? 0 : 1);
 	}
-	r->resent++;
+	if (fence_wait)
+		r->fence_waits++; /* placed again at the renewer's next turn, with our map */
+	else
+		r->resent++;
 	req_unlink(r);
 	r->parked = true;
 	r->deadline_us = now_us() + (int64_t)c->timeout_ms * 1000;
 	r->next = c->parked;
 	c->parked = r;
-	conn_map_wake(c, (uint32_t)r->val);
+	conn_map_want(c, (uint32_t)r->val, !fence_wait);
 	return true;
 }
 
@@ -506,7 +521,7 @@ static bool req_retry(struct creq *r)
 static void req_write_result(struct creq *r)
 {
 	if (r->rc == -LODE_ESTALEMAP)
-		member_count(r, r->rc); /* the others were counted before parking was tried */
+		member_count(r, r->rc, 0); /* the others were counted before parking was tried */
 	if (r->shadow_rc)
 		r->rc = r->shadow_rc;
 	else
@@ -520,7 +535,7 @@ static void req_maybe_finish(struct creq *r)
 	if (r->rc == -LODE_EFENCED)
 		conn_map_wake(r->c, atomic_load(&r->c->map_ver) + 1); /* its state may have changed */
 	if (group_write(r) && r->rc != -LODE_ESTALEMAP)
-		member_count(r, r->rc); /* the leader's own answer, before parking looks */
+		member_count(r, r->rc, r->val); /* the leader's own answer, before parking looks */
 	if (req_park(r) || req_retry(r))
 		return;
 	if (group_write(r))
@@ -647,7 +662,7 @@ static unsigned engines_live(const lode_conn_t *c)
 	unsigned n = 0;
 
 	for (unsigned e = 0; e < c->nengines; e++)
-		n += c->eng[e].connected && !c->eng[e].lost;
+		n += c->eng[e].connected && !c->eng[e].lost && !c->eng[e].joining;
 	return n;
 }
 
@@ -663,7 +678,7 @@ static void engine_fail(lode_conn_t *c, unsigned e, int rc)
 
 	if (c->failed || e >= c->nengines || c->eng[e].lost)
 		return;
-	if (engines_live(c) - (c->eng[e].connected ? 1u : 0u) == 0) {
+	if (engines_live(c) - (c->eng[e].connected && !c->eng[e].joining ? 1u : 0u) == 0) {
 		conn_fail(c, rc);
 		return;
 	}
@@ -1794,6 +1809,82 @@ static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
 	return 0;
 }
 
+#define CATCH_UP_BOOT_MS 2000
+
+/* An engine of the installed map to connect now, or -1. Lock held. */
+static int catch_up_pick(const lode_conn_t *c, int64_t now)
+{
+	if (c->failed || c->map_local || !c->map || !c->ctx)
+		return -1;
+	for (unsigned e = 0; e < c->nengines; e++) {
+		const struct conn_engine *ce = &c->eng[e];
+		const struct layout_engine *le = layout_map_engine(c->map, ce->id);
+
+		if (!le || ce->joining || (ce->connected && !ce->lost) || ce->retry_us > now ||
+		    !ce->addr[0])
+			continue;
+		if (le->state == LAYOUT_UP || le->state == LAYOUT_DRAIN || le->state == LAYOUT_NEW)
+			return (int)e;
+	}
+	return -1;
+}
+
+int conn_engines_catch_up(lode_conn_t *c)
+{
+	struct sockaddr_storage ss;
+	struct net_welcome w;
+	char addr[256];
+	void *msg = NULL;
+	bool lo, had;
+	int e, rc;
+
+	pthread_mutex_lock(&c->lock);
+	if ((e = catch_up_pick(c, now_us())) < 0) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	c->eng[e].joining = true;
+	had = c->eng[e].connected; /* lost and back: its workers are there */
+	memcpy(addr, c->eng[e].addr, sizeof(addr));
+	pthread_mutex_unlock(&c->lock);
+
+	/* A short bootstrap: the renewer renews tokens and fetches maps too. */
+	rc = boot(addr, c->timeout_ms < CATCH_UP_BOOT_MS ? c->timeout_ms : CATCH_UP_BOOT_MS, &lo,
+		  &msg, &w, &ss);
+	if (rc == 0 && (!(w.transports & c->transport) || lo != c->loopback))
+		rc = -EPROTONOSUPPORT;
+	if (rc == 0 && had && w.ntargets != c->eng[e].ntgts)
+		rc = -EPROTO; /* an engine's targets are fixed */
+	if (rc == 0 && !had)
+		rc = engine_workers(c, (unsigned)e, &w);
+	if (rc == 0)
+		rc = engine_connect(c, (unsigned)e, &w, &ss);
+	free(msg);
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0) {
+		c->eng[e].lost = false;
+		c->eng[e].retry_us = 0;
+		if (c->transport == NET_TP_SHM)
+			c->eng[e].pid = watchable_pid(w.pid);
+	} else {
+		if (c->eng[e].connected) {
+			engine_close(c, (unsigned)e);
+			c->eng[e].lost = true;
+		}
+		c->eng[e].retry_us = now_us() + 1000000;
+	}
+	c->eng[e].joining = false;
+	/* Writes that waited for a map to say why a member was missing: the
+	 * member may be this engine, reachable now. */
+	for (struct creq *r = c->parked; rc == 0 && r; r = r->next)
+		if ((r->lost_up || r->lost_rc) && r->val > atomic_load(&c->map_ver))
+			r->val = atomic_load(&c->map_ver);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0)
+		conn_map_install(c, NULL);
+	return rc < 0 ? rc : 1;
+}
+
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
 {
 	struct sockaddr_storage server;
@@ -1864,6 +1955,7 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 		c->rma = w.bulk == NET_BULK_RMA;
 	else
 		c->rma = c->transport != NET_TP_TCP; /* see docs/decisions/0004 */
+	c->loopback = loopback;
 	if ((rc = net_context_create(c->transport, loopback, &c->ctx)) < 0)
 		goto fail;
 	if ((c->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {

@@ -79,6 +79,8 @@ struct creq {
 	int lost_rc;              /* -EHOSTDOWN or -LODE_EFENCED: a member lost */
 	uint8_t members_ok;       /* members that acknowledged (leader included) */
 	bool lost_up;             /* a write left out a member the map has UP (unreachable here) */
+	bool fence_behind;        /* a member was fenced by an engine with an older map than ours */
+	uint8_t fence_waits;      /* parked for that: it catches up within a heartbeat */
 	bool replied;
 	bool done;
 	int rc;
@@ -124,6 +126,10 @@ struct lode_conn {
 	 * service sent no map that names the engine we bootstrapped). An engine
 	 * that is not connected (DOWN or OUT at connect, or unreachable then)
 	 * keeps its slot with no targets; one that failed later is lost.
+	 * Engines that join after connect get the next slots; the renewer
+	 * connects any the map has UP, DRAIN or NEW and this connection
+	 * cannot reach (conn_engines_catch_up), so slots need not be the
+	 * map's order any more: look engines up by id.
 	 */
 	struct conn_engine {
 		uint32_t id;
@@ -133,6 +139,8 @@ struct lode_conn {
 		bool lost;              /* endpoint error or timeout: unreachable */
 		pid_t pid;              /* loded's pid when we can watch it (shm), else 0 */
 		int64_t alive_check_us;
+		bool joining;           /* being connected after connect: not placed on yet */
+		int64_t retry_us;       /* a failed late connect is tried again after this */
 	} eng[CONN_ENGINES_MAX];
 	unsigned nengines;
 	struct layout_map *map; /* the placement map (lock held to read or swap) */
@@ -144,6 +152,7 @@ struct lode_conn {
 	bool map_local;         /* map is conn_map_local's: the service's is not installed */
 	struct creq *parked;    /* refused as stale: placed again with the next map */
 	uint32_t transport;   /* NET_TP_* in use */
+	bool loopback;        /* the engines are on this host (UCX context made so) */
 	bool rma;             /* large values move by RMA (else by AM rendezvous) */
 	uint32_t inline_max;
 	unsigned timeout_ms;
@@ -438,6 +447,23 @@ void conn_map_install(lode_conn_t *c, struct layout_map *m);
 /* Take the map of Connect's reply: c->map, and c->eng[] named after its
  * engines (nothing when it does not decode or is too large). */
 void conn_map_take(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm);
+
+/* Name in c->eng[] the engines of a fetched map that joined since connect,
+ * and new addresses of engines not connected (restarted elsewhere). */
+void conn_engines_note(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm);
+
+/*
+ * Connect one engine that the installed map has UP, DRAIN or NEW and this
+ * connection cannot reach: joined or reintegrated since connect, or lost
+ * and back. Writes parked for want of it are placed again. The renewer
+ * thread calls it every turn; an engine that fails is tried again after a
+ * second. Returns 1 if one was connected, 0 if none was due, or an error.
+ */
+int conn_engines_catch_up(lode_conn_t *c);
+
+/* Ask the renewer thread to fetch the map: now, or at its next turn
+ * (within 250 ms). Version want, or any when want is our own. Lock may be held. */
+void conn_map_want(lode_conn_t *c, uint32_t want, bool now);
 
 /* Ask the renewer thread to fetch the map now (lock may be held). */
 void conn_map_wake(lode_conn_t *c, uint32_t want);

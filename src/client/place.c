@@ -152,8 +152,8 @@ static int member_target(const lode_conn_t *c, const struct layout_group *g, uns
 		if (c->eng[k].id == le->id)
 			e = &c->eng[k];
 	if (!e)
-		return -1; /* an engine that joined after we connected */
-	if (!e->connected || e->lost || g->shard[i].tgt >= e->ntgts)
+		return -1; /* an engine that joined after we connected, not named yet */
+	if (!e->connected || e->lost || e->joining || g->shard[i].tgt >= e->ntgts)
 		return -1;
 	return (int)(e->first + g->shard[i].tgt);
 }
@@ -458,15 +458,46 @@ void conn_map_take(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void conn_map_wake(lode_conn_t *c, uint32_t want)
+void conn_engines_note(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
+{
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; !c->map_local && i < pm->n_engines; i++) {
+		const char *addr = pm->engines[i]->address ? pm->engines[i]->address : "";
+		struct conn_engine *e = NULL;
+
+		for (unsigned k = 0; k < c->nengines && !e; k++)
+			if (c->eng[k].id == pm->engines[i]->id)
+				e = &c->eng[k];
+		if (!e) {
+			if (c->nengines == CONN_ENGINES_MAX)
+				break;
+			e = &c->eng[c->nengines++];
+			memset(e, 0, sizeof(*e));
+			e->id = pm->engines[i]->id;
+		} else if ((e->connected && !e->lost) || e->joining) {
+			continue;
+		}
+		snprintf(e->addr, sizeof(e->addr), "%s", addr);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void conn_map_want(lode_conn_t *c, uint32_t want, bool now)
 {
 	uint32_t cur = atomic_load(&c->map_want);
 
 	while (want > cur && !atomic_compare_exchange_weak(&c->map_want, &cur, want))
 		;
+	if (!now)
+		return;
 	pthread_mutex_lock(&c->renewer_lock);
 	pthread_cond_signal(&c->renewer_cond);
 	pthread_mutex_unlock(&c->renewer_lock);
+}
+
+void conn_map_wake(lode_conn_t *c, uint32_t want)
+{
+	conn_map_want(c, want, true);
 }
 
 void conn_map_install(lode_conn_t *c, struct layout_map *m)
@@ -513,6 +544,7 @@ void conn_map_install(lode_conn_t *c, struct layout_map *m)
 			r->members_ok = 0;
 			r->lost_rc = 0;
 			r->lost_up = false;
+			r->fence_behind = false;
 		}
 		if (r->placed)
 			rc = conn_place(c, r, conn_req_send);
@@ -565,7 +597,7 @@ int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *
 	for (unsigned k = 0; k < c->nengines; k++) {
 		if (c->eng[k].id != id)
 			continue;
-		if (c->eng[k].connected && !c->eng[k].lost) {
+		if (c->eng[k].connected && !c->eng[k].lost && !c->eng[k].joining) {
 			*first = c->eng[k].first;
 			*n = c->eng[k].ntgts;
 			rc = 0;

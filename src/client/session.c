@@ -277,6 +277,7 @@ static void *renewer_main(void *arg)
 		pthread_mutex_unlock(&c->renewer_lock);
 		conn_caps_renew(c, false);
 		conn_map_refresh(c);
+		conn_engines_catch_up(c);
 		pthread_mutex_lock(&c->renewer_lock);
 	}
 	pthread_mutex_unlock(&c->renewer_lock);
@@ -377,6 +378,8 @@ void conn_map_refresh(lode_conn_t *c)
 		      (ProtobufCMessage **)&map, -ENOENT) == 0) {
 		if (!c->map_local && conn_map_decode(map, &m) < 0)
 			m = NULL;
+		if (m)
+			conn_engines_note(c, map);
 		if (c->map_local && map->version > atomic_load(&c->map_ver))
 			atomic_store(&c->map_ver, map->version);
 		protobuf_c_message_free_unpacked(&map->base, NULL);

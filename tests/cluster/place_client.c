@@ -16,12 +16,19 @@
  *   s1dead ADDR CONT N    objects of S1 with one engine dead: each write and
  *                         read returns 0 or -EHOSTDOWN, at least one of each,
  *                         none takes long, and what was written reads back.
+ *   late ADDR CONT N FILE connect while engine 2 is not in service (so not
+ *                         connected), print "connected", wait for FILE (the
+ *                         driver brings engine 2 back meanwhile), then write
+ *                         N objects of RP_3 without an error (each has a
+ *                         member on engine 2), see engine 2 connected, and
+ *                         read them back.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "layout/layout.h"
@@ -262,6 +269,40 @@ static int cmd_s1dead(lode_cont_t *ct, unsigned n)
 	return 0;
 }
 
+static int cmd_late(lode_conn_t *c, lode_cont_t *ct, unsigned n, const char *file)
+{
+	unsigned first, ntgts;
+	int64_t end;
+	int rc;
+
+	if ((rc = conn_engine_targets(c, 2, &first, &ntgts)) != -ENOENT) {
+		printf("FAIL engine 2 is reachable before it is back: %d\n", rc);
+		return 1;
+	}
+	printf("connected\n");
+	fflush(stdout);
+	for (end = now_ms() + 60000; access(file, F_OK) != 0; usleep(50000))
+		if (now_ms() > end) {
+			printf("FAIL %s did not appear\n", file);
+			return 1;
+		}
+	for (unsigned i = 0; i < n; i++)
+		if ((rc = obj_write(ct, LAYOUT_CLASS_RP_3, i)) < 0) {
+			printf("FAIL RP_3 write %u after engine 2 came back: %d (%s)\n", i, rc,
+			       lode_strerror(rc));
+			return 1;
+		}
+	if ((rc = conn_engine_targets(c, 2, &first, &ntgts)) < 0) {
+		printf("FAIL engine 2 is not connected after the writes: %d (%s)\n", rc,
+		       lode_strerror(rc));
+		return 1;
+	}
+	printf("ok   engine 2 (back after connect) connected with %u targets; %u RP_3 objects "
+	       "written\n",
+	       ntgts, n);
+	return cmd_verify(ct, LAYOUT_CLASS_RP_3, n);
+}
+
 int main(int argc, char **argv)
 {
 	lode_conn_t *c;
@@ -269,8 +310,9 @@ int main(int argc, char **argv)
 	unsigned n;
 	int rc;
 
-	if (argc != 5) {
-		fprintf(stderr, "usage: place_client rw|spread|stream|verify|s1dead ADDR CONT N\n");
+	if (argc != 5 && !(argc == 6 && strcmp(argv[1], "late") == 0)) {
+		fprintf(stderr, "usage: place_client rw|spread|stream|verify|s1dead ADDR CONT N\n"
+				"       place_client late ADDR CONT N FILE\n");
 		return 2;
 	}
 	n = (unsigned)strtoul(argv[4], NULL, 10);
@@ -285,6 +327,8 @@ int main(int argc, char **argv)
 		rc = cmd_verify(ct, LAYOUT_CLASS_RP_2, n);
 	else if (strcmp(argv[1], "s1dead") == 0)
 		rc = cmd_s1dead(ct, n);
+	else if (strcmp(argv[1], "late") == 0)
+		rc = cmd_late(c, ct, n, argv[5]);
 	else
 		rc = 2;
 	lode_cont_close(ct);

@@ -6,7 +6,9 @@
 # every target of every engine; that an RP_2 write stream survives kill -9
 # of an engine with no error and loses no acknowledged write, and reads back
 # degraded; that S1 objects on the dead engine fail fast with -EHOSTDOWN;
-# and that a client writing RP_2 while an engine is excluded (a new map:
+# that a client connected while an engine was DOWN connects to it once it
+# is reintegrated, and writes RP_3 through it; and that a client writing
+# RP_2 while an engine is excluded (a new map:
 # its requests are refused as stale and placed again) goes on and reads
 # everything back.
 #
@@ -63,6 +65,19 @@ check "RP_2 reads back degraded from a new connection" 0 "$client" verify "$a_ad
 check "S1 on the dead engine fails fast with -EHOSTDOWN" 0 "$client" s1dead "$a_addr" cS1 40
 cat "$dir/out"
 
+# ---- a client connected while engine 2 is DOWN reaches it once it is back ----
+# The renewer connects engines the map has UP that the connection cannot
+# reach; without it every RP_3 write (a member on each engine) would wait
+# for a map saying engine 2 is DOWN, and fail.
+"$client" late "$a_addr" cRP_3 30 "$dir/back" >"$dir/late.out" 2>&1 &
+late=$!
+for _ in $(seq 100); do
+	grep -q connected "$dir/late.out" && break
+	kill -0 "$late" 2>/dev/null || break
+	sleep 0.1
+done
+check "a client connects while engine 2 is DOWN" 0 grep -q connected "$dir/late.out"
+
 # ---- a stale map: an engine excluded while a client writes RP_2 ----
 # The dead engine comes back (DOWN, with nothing) and is reintegrated, so
 # that every RP_2 group keeps a member when engine 1 is excluded.
@@ -70,6 +85,11 @@ join c --targets 3
 c_pid=$jpid
 pids+=("$c_pid")
 check "reintegrate engine 2" 0 A system reintegrate 2
+touch "$dir/back"
+wait "$late"
+rc=$?
+cat "$dir/late.out"
+[ "$rc" -eq 0 ] || failed "the client connected before engine 2 came back exited $rc"
 for _ in $(seq 30); do
 	A cont create stale --class RP_2 >/dev/null 2>&1 && break
 	sleep 0.1
