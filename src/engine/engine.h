@@ -224,11 +224,14 @@ struct eng_stats {
 	uint64_t checkpoints;    /* checkpoints written since open */
 	uint64_t flushes;        /* group commits since open */
 	uint64_t flushed_updates;/* updates made durable by those group commits */
+	uint64_t long_walks;     /* array reads that visited more than ENG_WALK_LONG versions
+				  * (many small writes to one akey: aggregation merges them) */
 	uint8_t direct_io;       /* extents use O_DIRECT (0: the file system refused it,
 				  * buffered I/O plus the same flushes, or RAM mode) */
 	uint8_t registered_bufs; /* io_uring I/O buffers are registered (fixed) */
 };
 int eng_tgt_stats(struct eng_target *tgt, struct eng_stats *st);
+#define ENG_WALK_LONG 64
 
 /*
  * Registered I/O buffers: memory the target has registered with io_uring

@@ -1565,6 +1565,7 @@ static int arr_walk(struct eng_target *t, uint32_t cidx, const struct eng_key *k
 	struct rec *r;
 	uint32_t plen;
 	lode_epoch_t bar = punch_barrier(t, cidx, key->oid, key->dkey, key->dkey_len, epoch);
+	unsigned seen = 0;
 	int data = 0, rc;
 
 	kb_akey(&k, cidx, key);
@@ -1574,6 +1575,9 @@ static int arr_walk(struct eng_target *t, uint32_t cidx, const struct eng_key *k
 	for (r = bt_seek(t->index, &c, k.b, plen + 8); has_prefix(r, &k) && (g->n || !data);
 	     r = bt_next(&c)) {
 		uint64_t end;
+
+		if (++seen == ENG_WALK_LONG + 1)
+			t->st.long_walks++;
 
 		if (r->klen < plen + 8 || rec_epoch_at(r, plen) <= bar)
 			break;

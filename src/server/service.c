@@ -148,6 +148,8 @@ struct srv_tgt {
 	uint64_t agg_used;      /* extent bytes in use after the last aggregation */
 	uint64_t agg_forced_us; /* no aggregation for space before this */
 	uint64_t aggregations;
+	uint64_t agg_walks;     /* the engine's long_walks at the last aggregation */
+	uint64_t agg_walk_us;   /* no aggregation for long reads before this */
 	struct auth_cache caps;  /* capabilities this target verified */
 	/* What other threads may read (srv_tgt_info), published by the target's own. */
 	struct {
@@ -1391,6 +1393,15 @@ static uint64_t now_us(void)
 #define AGG_CHECK_US 20000
 #define AGG_START_PCT 50
 #define AGG_STEP_PCT 10
+/*
+ * Reads that walk many versions of one array (files written in small
+ * pieces) cost the target more than the bytes: after AGG_WALKS such reads
+ * the target aggregates too, at most once per AGG_WALK_GAP_US and at most
+ * a tenth of its time (the gap grows to ten times the last aggregation's).
+ */
+#define AGG_WALKS 64
+#define AGG_WALK_GAP_US 1000000
+#define AGG_WALK_SHARE 10
 
 static void aggregate_all(struct srv_tgt *t)
 {
@@ -1458,6 +1469,18 @@ static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
 	if (eng_tgt_stats(t->eng, &st) < 0)
 		return;
 	publish(t, &st, now);
+	if (st.long_walks - t->agg_walks >= AGG_WALKS && now >= t->agg_walk_us) {
+		uint64_t took;
+
+		aggregate_all(t);
+		took = now_us() - now;
+		t->agg_walk_us = now_us() + (took * AGG_WALK_SHARE > AGG_WALK_GAP_US
+						     ? took * AGG_WALK_SHARE
+						     : AGG_WALK_GAP_US);
+		if (eng_tgt_stats(t->eng, &st) == 0)
+			t->agg_walks = st.long_walks;
+		return;
+	}
 	if (st.extent_cap == 0)
 		return;
 	if (st.extent_used * 100 < st.extent_cap * AGG_START_PCT ||

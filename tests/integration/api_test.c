@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1570,6 +1571,69 @@ static void test_aggregate(void **state)
 	assert_int_equal(lode_cont_aggregate(NULL), -EFAULT);
 }
 
+/* Index records over every target (lode_status). */
+static uint64_t records_all(void)
+{
+	struct lode_target_status st[16];
+	uint64_t n = 0;
+	int nt = lode_status(conn, st, 16);
+
+	assert_true(nt > 0 && nt <= 16);
+	for (int i = 0; i < nt; i++)
+		n += st[i].records;
+	return n;
+}
+
+/*
+ * An array written in 4 KiB pieces has a version per piece, and a read
+ * walks the versions newer than the one it needs: reads that walk many
+ * make the target aggregate on its own (src/server/service.c, AGG_WALKS),
+ * without the space pressure that otherwise starts it. The records go and
+ * every byte still reads back.
+ */
+static void test_fragmented_reads(void **state)
+{
+	struct tctx *t = *state;
+	enum { PIECE = 4096, NPIECES = 256 };
+	const uint32_t chunk = PIECE * NPIECES;
+	uint8_t *want = malloc(chunk), got[PIECE];
+	uint64_t before, after = 0, x = 12345;
+
+	assert_non_null(want);
+	fill(want, chunk, 77);
+	for (unsigned i = 0; i < NPIECES; i++)
+		assert_int_equal(lode_array_write(t->cont, arr_oid(95), chunk, (uint64_t)i * PIECE,
+						  want + (size_t)i * PIECE, PIECE, NULL),
+				 0);
+	before = records_all();
+	assert_true(before >= NPIECES);
+	for (int round = 0; round < 100 && (after = records_all()) > before - NPIECES / 2; round++) {
+		for (int i = 0; i < 40; i++) {
+			unsigned p;
+
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			p = (unsigned)(x >> 33) % NPIECES;
+			assert_int_equal(lode_array_read(t->cont, arr_oid(95), chunk, LODE_EPOCH_MAX,
+							 (uint64_t)p * PIECE, got, PIECE, NULL),
+					 0);
+			assert_memory_equal(got, want + (size_t)p * PIECE, PIECE);
+		}
+		usleep(50000);
+	}
+	if (after > before - NPIECES / 2)
+		fail_msg("records %" PRIu64 " before 4000 fragmented reads, %" PRIu64
+			 " after: no aggregation",
+			 before, after);
+	uint8_t *all = malloc(chunk);
+
+	assert_non_null(all);
+	assert_int_equal(
+		lode_array_read(t->cont, arr_oid(95), chunk, LODE_EPOCH_MAX, 0, all, chunk, NULL), 0);
+	assert_memory_equal(all, want, chunk);
+	free(all);
+	free(want);
+}
+
 /* ---- bad keys and pointers ------------------------------------------------- */
 
 static void test_key_errors(void **state)
@@ -1703,6 +1767,7 @@ static const struct CMUnitTest tests[] = {
 	T(test_threads_shared),
 	T(test_threads_own),
 	T(test_aggregate),
+	T(test_fragmented_reads),
 	T(test_key_errors),
 };
 
