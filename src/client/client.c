@@ -369,11 +369,8 @@ static bool group_write(const struct creq *r)
 	return r->placed && r->write && !r->leader && !r->pinned;
 }
 
-/*
- * Count a member's result into its write's leader l; val is the member's
- * reply value (a refusing engine's map version).
- */
-static void member_count(struct creq *l, int rc, uint64_t val)
+/* Count a member's result into its write's leader l. */
+static void member_count(struct creq *l, int rc)
 {
 	if (rc == 0)
 		l->members_ok++;
@@ -381,8 +378,8 @@ static void member_count(struct creq *l, int rc, uint64_t val)
 		if (!l->lost_rc || rc == -LODE_EFENCED)
 			l->lost_rc = rc;
 		/* An engine put back UP refuses until its heartbeat brings it
-		 * the map that says so: no newer map is coming to wait for. */
-		if (rc == -LODE_EFENCED && val && val < atomic_load(&l->c->map_ver))
+		 * the map that says so: no newer map may be coming to wait for. */
+		if (rc == -LODE_EFENCED)
 			l->fence_behind = true;
 	} else if (!l->shadow_rc) {
 		l->shadow_rc = rc;
@@ -400,7 +397,7 @@ static void req_finish(struct creq *r)
 
 		req_unlink(r);
 		r->done = true;
-		member_count(l, r->rc, r->val);
+		member_count(l, r->rc);
 		req_release(r);
 		l->nshadow--;
 		req_maybe_finish(l);
@@ -521,7 +518,7 @@ static bool req_retry(struct creq *r)
 static void req_write_result(struct creq *r)
 {
 	if (r->rc == -LODE_ESTALEMAP)
-		member_count(r, r->rc, 0); /* the others were counted before parking was tried */
+		member_count(r, r->rc); /* the others were counted before parking was tried */
 	if (r->shadow_rc)
 		r->rc = r->shadow_rc;
 	else
@@ -535,7 +532,7 @@ static void req_maybe_finish(struct creq *r)
 	if (r->rc == -LODE_EFENCED)
 		conn_map_wake(r->c, atomic_load(&r->c->map_ver) + 1); /* its state may have changed */
 	if (group_write(r) && r->rc != -LODE_ESTALEMAP)
-		member_count(r, r->rc, r->val); /* the leader's own answer, before parking looks */
+		member_count(r, r->rc); /* the leader's own answer, before parking looks */
 	if (req_park(r) || req_retry(r))
 		return;
 	if (group_write(r))

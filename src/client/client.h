@@ -79,7 +79,7 @@ struct creq {
 	int lost_rc;              /* -EHOSTDOWN or -LODE_EFENCED: a member lost */
 	uint8_t members_ok;       /* members that acknowledged (leader included) */
 	bool lost_up;             /* a write left out a member the map has UP (unreachable here) */
-	bool fence_behind;        /* a member was fenced by an engine with an older map than ours */
+	bool fence_behind;        /* a member refused as fenced: its engine may be catching up */
 	uint8_t fence_waits;      /* parked for that: it catches up within a heartbeat */
 	bool replied;
 	bool done;
