@@ -817,9 +817,9 @@ static int cmd_obj_put(struct cli *cli)
 {
 	const char *name = cli->argv[1], *file = file_arg(cli);
 	struct lode_oid oid = name_oid(LODE_OT_ARRAY, name);
-	uint64_t size = 0, done;
+	uint64_t size = 0, done = 0, old;
 	struct stat st;
-	bool local;
+	bool local = false, existed;
 	int fd, rc;
 
 	if ((rc = key_check(name)) < 0)
@@ -828,11 +828,22 @@ static int cmd_obj_put(struct cli *cli)
 		return fail(-errno, "%s", file);
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
+	existed = index_get(cli->cont, name, &old) == 0;
 	rc = pump_run(cli, oid, true, fd, size, &done, &local);
 	if (file)
 		close(fd);
-	if (rc)
-		return local ? fail(rc, "%s", file ? file : "stdin") : fail(rc, "object %s", name);
+	if (rc) {
+		int ex = local ? fail(rc, "%s", file ? file : "stdin") : fail(rc, "object %s", name);
+
+		/* A new name: what was written goes, so its space comes back
+		 * (an unindexed object could not be removed by name). */
+		if (!existed)
+			(void)lode_obj_punch(cli->cont, oid, NULL);
+		else
+			fprintf(stderr, "lode: object %s may now hold part of the new data: put it again\n",
+				name);
+		return ex;
+	}
 	/* a re-put of a shorter file leaves no tail of the old one */
 	if ((rc = lode_array_truncate(cli->cont, oid, 0, done)) < 0 ||
 	    (rc = index_put(cli->cont, name, done)) < 0)
