@@ -828,7 +828,8 @@ static int cmd_obj_put(struct cli *cli)
 		return fail(-errno, "%s", file);
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
-	existed = index_get(cli->cont, name, &old) == 0;
+	/* Only a name the index surely lacks is new (an error reading it is not). */
+	existed = index_get(cli->cont, name, &old) != -ENOENT;
 	rc = pump_run(cli, oid, true, fd, size, &done, &local);
 	if (file)
 		close(fd);
@@ -837,11 +838,18 @@ static int cmd_obj_put(struct cli *cli)
 
 		/* A new name: what was written goes, so its space comes back
 		 * (an unindexed object could not be removed by name). */
-		if (!existed)
-			(void)lode_obj_punch(cli->cont, oid, NULL);
-		else
+		if (!existed) {
+			int prc = lode_obj_punch(cli->cont, oid, NULL);
+
+			if (prc < 0)
+				fprintf(stderr,
+					"lode: removing what was written of object %s: %s (its space "
+					"stays used until the object is put again)\n",
+					name, lode_strerror(prc));
+		} else {
 			fprintf(stderr, "lode: object %s may now hold part of the new data: put it again\n",
 				name);
+		}
 		return ex;
 	}
 	/* a re-put of a shorter file leaves no tail of the old one */

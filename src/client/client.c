@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -680,6 +681,7 @@ static void engine_fail(lode_conn_t *c, unsigned e, int rc)
 		return;
 	}
 	c->eng[e].lost = true;
+	c->eng[e].lost_us = now_us();
 	rndv_drop(c, (int)e, -EHOSTDOWN);
 	for (r = c->head; r; r = r->next) {
 		if (c->w[r->tgt].eng == e && !r->replied) {
@@ -1430,6 +1432,35 @@ static const char *default_addr(char *buf, size_t cap)
 }
 
 /* The bootstrap: ask loded for its targets' worker addresses. */
+/* connect() that gives up after timeout_ms (a host that does not answer
+ * would otherwise hold the caller for the kernel's SYN retries, minutes). */
+static int connect_timed(int fd, const struct sockaddr_storage *ss, socklen_t sl,
+			 unsigned timeout_ms)
+{
+	int fl = fcntl(fd, F_GETFL), err = 0;
+	socklen_t el = sizeof(err);
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int rc;
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)ss, sl) == 0)
+		rc = 0;
+	else if (errno != EINPROGRESS)
+		rc = -errno;
+	else if ((rc = poll(&p, 1, (int)timeout_ms)) == 0)
+		rc = -ETIMEDOUT;
+	else if (rc < 0)
+		rc = -errno;
+	else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+		rc = -errno;
+	else
+		rc = -err;
+	if (rc == 0 && fcntl(fd, F_SETFL, fl) < 0)
+		rc = -errno;
+	return rc;
+}
+
 static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **msg,
 		struct net_welcome *w, struct sockaddr_storage *server)
 {
@@ -1447,8 +1478,7 @@ static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **ms
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
-		rc = -errno;
+	if ((rc = connect_timed(fd, &ss, sl, timeout_ms)) < 0) {
 		close(fd);
 		return rc;
 	}
@@ -1711,6 +1741,12 @@ static int engine_workers(lode_conn_t *c, unsigned e, const struct net_welcome *
 		struct epoll_event ev = {.events = EPOLLIN};
 		int rc;
 
+		if (cw->worker) {
+			/* Left by a connect of this engine that failed part-way. */
+			epoll_ctl(c->epfd, EPOLL_CTL_DEL, cw->efd, NULL);
+			ucp_worker_destroy(cw->worker);
+			cw->worker = NULL;
+		}
 		cw->c = c;
 		cw->idx = first + i;
 		cw->eng = e;
@@ -1811,7 +1847,7 @@ static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
 /* An engine of the installed map to connect now, or -1. Lock held. */
 static int catch_up_pick(const lode_conn_t *c, int64_t now)
 {
-	if (c->failed || c->map_local || !c->map || !c->ctx)
+	if (!c->ready || c->failed || c->map_local || !c->map)
 		return -1;
 	for (unsigned e = 0; e < c->nengines; e++) {
 		const struct conn_engine *ce = &c->eng[e];
@@ -1819,6 +1855,9 @@ static int catch_up_pick(const lode_conn_t *c, int64_t now)
 
 		if (!le || ce->joining || (ce->connected && !ce->lost) || ce->retry_us > now ||
 		    !ce->addr[0])
+			continue;
+		/* Lost: only once a map fetched since still has it (not DOWN). */
+		if (ce->lost && c->map_at_us <= ce->lost_us)
 			continue;
 		if (le->state == LAYOUT_UP || le->state == LAYOUT_DRAIN || le->state == LAYOUT_NEW)
 			return (int)e;
@@ -1843,6 +1882,9 @@ int conn_engines_catch_up(lode_conn_t *c)
 	c->eng[e].joining = true;
 	had = c->eng[e].connected; /* lost and back: its workers are there */
 	memcpy(addr, c->eng[e].addr, sizeof(addr));
+	if (had) /* a restarted loded numbers its sessions afresh */
+		for (unsigned t = c->eng[e].first; t < c->eng[e].first + c->eng[e].ntgts; t++)
+			c->session[t] = 0;
 	pthread_mutex_unlock(&c->lock);
 
 	/* A short bootstrap: the renewer renews tokens and fetches maps too. */
@@ -1858,17 +1900,26 @@ int conn_engines_catch_up(lode_conn_t *c)
 		rc = engine_connect(c, (unsigned)e, &w, &ss);
 	free(msg);
 	pthread_mutex_lock(&c->lock);
+	/* An endpoint error meanwhile closed what was just made. */
+	for (unsigned t = c->eng[e].first; rc == 0 && t < c->eng[e].first + c->eng[e].ntgts; t++)
+		if (!c->eps[t])
+			rc = -ECONNRESET;
 	if (rc == 0) {
 		c->eng[e].lost = false;
 		c->eng[e].retry_us = 0;
+		c->eng[e].tries = 0;
 		if (c->transport == NET_TP_SHM)
 			c->eng[e].pid = watchable_pid(w.pid);
 	} else {
 		if (c->eng[e].connected) {
 			engine_close(c, (unsigned)e);
 			c->eng[e].lost = true;
+			c->eng[e].lost_us = now_us();
 		}
-		c->eng[e].retry_us = now_us() + 1000000;
+		/* 1 s, 2 s, 4 s ... 32 s between tries */
+		c->eng[e].retry_us = now_us() + (1000000ll << c->eng[e].tries);
+		if (c->eng[e].tries < 5)
+			c->eng[e].tries++;
 	}
 	c->eng[e].joining = false;
 	/* Writes that waited for a map to say why a member was missing: the
@@ -1976,6 +2027,9 @@ int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_
 	} else if ((rc = engines_open_rest(c, boot_slot, loopback)) < 0) {
 		goto fail;
 	}
+	pthread_mutex_lock(&c->lock);
+	c->ready = true; /* the renewer may connect engines from now on */
+	pthread_mutex_unlock(&c->lock);
 	*conn_out = c;
 	return 0;
 fail:
@@ -2127,7 +2181,8 @@ bool conn_target_live(lode_conn_t *c, unsigned t)
 	bool live;
 
 	pthread_mutex_lock(&c->lock);
-	live = t < c->ntargets && c->eps[t] && !c->eng[c->w[t].eng].lost;
+	live = t < c->ntargets && c->eps[t] && !c->eng[c->w[t].eng].lost &&
+	       !c->eng[c->w[t].eng].joining;
 	pthread_mutex_unlock(&c->lock);
 	return live;
 }

@@ -141,6 +141,8 @@ struct lode_conn {
 		int64_t alive_check_us;
 		bool joining;           /* being connected after connect: not placed on yet */
 		int64_t retry_us;       /* a failed late connect is tried again after this */
+		int64_t lost_us;        /* when it was lost */
+		unsigned tries;         /* late connects failed in a row (the wait doubles) */
 	} eng[CONN_ENGINES_MAX];
 	unsigned nengines;
 	struct layout_map *map; /* the placement map (lock held to read or swap) */
@@ -153,6 +155,8 @@ struct lode_conn {
 	struct creq *parked;    /* refused as stale: placed again with the next map */
 	uint32_t transport;   /* NET_TP_* in use */
 	bool loopback;        /* the engines are on this host (UCX context made so) */
+	bool ready;           /* lode_connect finished: the renewer may connect engines */
+	int64_t map_at_us;    /* when a map from the service was last installed (monotonic) */
 	bool rma;             /* large values move by RMA (else by AM rendezvous) */
 	uint32_t inline_max;
 	unsigned timeout_ms;

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 uint64_t conn_dkey_hash(const void *dkey, size_t len)
 {
@@ -460,8 +461,14 @@ void conn_map_take(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
 
 void conn_engines_note(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; !c->map_local && i < pm->n_engines; i++) {
+	/* The fetch that brought pm: a lost engine it still has UP may be back. */
+	c->map_at_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	/* While lode_connect runs, its own thread names and connects engines. */
+	for (size_t i = 0; c->ready && !c->map_local && i < pm->n_engines; i++) {
 		const char *addr = pm->engines[i]->address ? pm->engines[i]->address : "";
 		struct conn_engine *e = NULL;
 

@@ -150,6 +150,7 @@ struct srv_tgt {
 	uint64_t aggregations;
 	uint64_t agg_walks;     /* the engine's long_walks at the last aggregation */
 	uint64_t agg_walk_us;   /* no aggregation for long reads before this */
+	unsigned agg_walk_idle; /* of those, in a row that removed no record (the wait doubles) */
 	struct auth_cache caps;  /* capabilities this target verified */
 	/* What other threads may read (srv_tgt_info), published by the target's own. */
 	struct {
@@ -1397,7 +1398,8 @@ static uint64_t now_us(void)
  * Reads that walk many versions of one array (files written in small
  * pieces) cost the target more than the bytes: after AGG_WALKS such reads
  * the target aggregates too, at most once per AGG_WALK_GAP_US and at most
- * a tenth of its time (the gap grows to ten times the last aggregation's).
+ * a tenth of its time (the gap grows to ten times the last aggregation's,
+ * and doubles, up to 64 times, after each that removed nothing).
  */
 #define AGG_WALKS 64
 #define AGG_WALK_GAP_US 1000000
@@ -1470,15 +1472,17 @@ static void maybe_aggregate(struct srv_tgt *t, uint64_t now)
 		return;
 	publish(t, &st, now);
 	if (st.long_walks - t->agg_walks >= AGG_WALKS && now >= t->agg_walk_us) {
-		uint64_t took;
+		uint64_t took, before = st.records, gap;
 
 		aggregate_all(t);
 		took = now_us() - now;
-		t->agg_walk_us = now_us() + (took * AGG_WALK_SHARE > AGG_WALK_GAP_US
-						     ? took * AGG_WALK_SHARE
-						     : AGG_WALK_GAP_US);
-		if (eng_tgt_stats(t->eng, &st) == 0)
+		gap = took * AGG_WALK_SHARE > AGG_WALK_GAP_US ? took * AGG_WALK_SHARE : AGG_WALK_GAP_US;
+		if (eng_tgt_stats(t->eng, &st) == 0) {
 			t->agg_walks = st.long_walks;
+			/* Nothing merged (a snapshot holds the versions): wait longer. */
+			t->agg_walk_idle = st.records < before ? 0 : t->agg_walk_idle + 1;
+		}
+		t->agg_walk_us = now_us() + (gap << (t->agg_walk_idle < 6 ? t->agg_walk_idle : 6));
 		return;
 	}
 	if (st.extent_cap == 0)

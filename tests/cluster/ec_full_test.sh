@@ -42,6 +42,8 @@ for p in "$b_pid" "$c_pid"; do
 	check "engine $p still runs" 0 kill -0 "$p"
 done
 check "the failed object is not listed" 1 A obj get full big "$dir/big.back"
+# What the failed put wrote is punched (lode obj put): without that, its
+# space would stay used and this put would keep failing.
 ok=1
 for _ in $(seq 20); do
 	A obj put full after "$dir/after" >"$dir/out" 2>&1 && ok=0 && break
