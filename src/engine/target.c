@@ -3162,6 +3162,49 @@ static void tgt_free(struct eng_target *t)
 	free(t);
 }
 
+/*
+ * The target's format, in the file `format` ("2\n"): 2 since records may
+ * carry REC_F_CSUM_BLOCK (docs/decisions/0013); no file, an earlier one.
+ * A newer format than this build knows is refused before anything is read,
+ * so that a build never replays a log it cannot decode; an older one is
+ * marked current, since this build writes the new records from now on.
+ */
+#define ENG_FORMAT 2
+
+static int format_check(struct eng_target *t)
+{
+	char path[4200], tmp[4200], text[16] = {0};
+	unsigned long v = 1;
+	int fd, rc;
+
+	if ((rc = path_in(t, path, sizeof(path), "format")) < 0 ||
+	    (rc = path_in(t, tmp, sizeof(tmp), "format.tmp")) < 0)
+		return rc;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		ssize_t n = read(fd, text, sizeof(text) - 1);
+		char *end;
+
+		close(fd);
+		v = n > 0 ? strtoul(text, &end, 10) : 0;
+		if (n <= 0 || end == text || (*end && *end != '\n') || v == 0)
+			return -LODE_ECORRUPT;
+		if (v > ENG_FORMAT)
+			return -EPROTONOSUPPORT;
+		if (v == ENG_FORMAT)
+			return 0;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		return -errno;
+	snprintf(text, sizeof(text), "%d\n", ENG_FORMAT);
+	rc = write(fd, text, strlen(text)) == (ssize_t)strlen(text) && fsync(fd) == 0 ? 0 : -EIO;
+	close(fd);
+	if (rc == 0 && (rename(tmp, path) < 0 || fsync(t->dir_fd) < 0))
+		rc = -errno;
+	return rc;
+}
+
 int eng_tgt_open(const struct eng_tgt_opts *opts, struct eng_target **out)
 {
 	struct eng_target *t;
@@ -3200,7 +3243,9 @@ int eng_tgt_open(const struct eng_tgt_opts *opts, struct eng_target **out)
 		rc = -errno;
 		goto fail;
 	}
-	rc = bt_create(rec_key_of, &t->index);
+	rc = format_check(t);
+	if (rc == 0)
+		rc = bt_create(rec_key_of, &t->index);
 	if (rc == 0)
 		rc = space_open(&t->space, opts->path, opts->mode == ENG_MODE_RAM,
 				opts->capacity ? opts->capacity : 1ull << 30);

@@ -385,12 +385,49 @@ static void test_chunk_geometry(void **state)
 	free(b);
 }
 
+/* The target's `format` file: a newer format than the build's is refused
+ * before anything is read, damage is reported, and a target without the
+ * file (written by an earlier build) opens and gets it. */
+static void test_format_file(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	char *fmt = tu_path_join(f->path, "format");
+	struct eng_key k = tu_key(&f->cont, tu_oid(5), "d", "v");
+	struct eng_target *t = NULL;
+	char text[16] = {0};
+	FILE *fp;
+
+	sv_put(f, &k, 10, 9000, 0x5f);
+	tu_fix_close(f);
+	assert_non_null(fp = fopen(fmt, "r"));
+	assert_non_null(fgets(text, sizeof(text), fp));
+	fclose(fp);
+	assert_string_equal(text, "2\n");
+
+	assert_non_null(fp = fopen(fmt, "w"));
+	fputs("3\n", fp);
+	fclose(fp);
+	assert_int_equal(eng_tgt_open(&f->opts, &t), -EPROTONOSUPPORT);
+	assert_null(t);
+	assert_non_null(fp = fopen(fmt, "w"));
+	fputs("two\n", fp);
+	fclose(fp);
+	assert_int_equal(eng_tgt_open(&f->opts, &t), -LODE_ECORRUPT);
+
+	assert_int_equal(unlink(fmt), 0);
+	tu_fix_open(f);
+	sv_ok(f, &k, LODE_EPOCH_MAX, 9000, 0x5f);
+	assert_int_equal(access(fmt, F_OK), 0);
+	free(fmt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		TU_BOTH_MODES(test_flip_closed),
 		TU_BOTH_MODES(test_flip_open),
 		TU_BOTH_MODES(test_chunk_geometry),
+		TU_BOTH_MODES(test_format_file),
 	};
 
 	tu_main_init();
