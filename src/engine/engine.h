@@ -215,6 +215,18 @@ int eng_akey_list(struct eng_target *tgt, const struct eng_key *key, lode_epoch_
  */
 int eng_aggregate(struct eng_target *tgt, const struct lode_uuid *cont, lode_epoch_t hi);
 
+/*
+ * Remove everything of one dkey (key's container, object and dkey; the akey
+ * is ignored) from the target: every version of every akey and the dkey's
+ * punches, as if it had never been written here. Unlike a punch it leaves
+ * nothing that would hide a later write at a low epoch: it is the reclaim
+ * of a dkey the target no longer holds (docs/decisions/0014). Punches of
+ * the whole object stay. Durable when it returns; blocks are freed then.
+ * Errors: -LODE_ENOCONT, -LODE_EKEYEMPTY, -LODE_EBADTGT, -ENOMEM (the
+ * target then fails: the removal may be half logged), -EIO.
+ */
+int eng_dkey_drop(struct eng_target *tgt, const struct eng_key *key);
+
 struct eng_stats {
 	uint64_t records;        /* index records (versions, punches, metadata) */
 	uint64_t index_bytes;    /* heap bytes held by the index */

@@ -1896,6 +1896,37 @@ int eng_cont_destroy(struct eng_target *t, const struct lode_uuid *cont)
 	return bulk_run(t, o, before);
 }
 
+int eng_dkey_drop(struct eng_target *t, const struct eng_key *key)
+{
+	struct kb k;
+	struct op *o;
+	uint32_t cidx;
+	size_t before;
+	int rc = validate_key(t, key, true, false, &cidx);
+
+	if (rc < 0)
+		return rc;
+	if (t->failed)
+		return -LODE_EBADTGT;
+	if ((rc = drain(t)) < 0)
+		return rc;
+	if (!(o = calloc(1, sizeof(*o))))
+		return -ENOMEM;
+	before = t->wal.len;
+	kb_obj(&k, cidx, key->oid);
+	kb_str(&k, key->dkey, key->dkey_len);
+	if ((rc = bulk_take_prefix(t, o, &k)) < 0) {
+		/* As eng_cont_destroy: what was taken is logged or not. */
+		t->failed = true;
+		for (size_t i = 0; i < o->nbulk; i++)
+			free(o->bulk[i]);
+		free(o->bulk);
+		free(o);
+		return rc;
+	}
+	return bulk_run(t, o, before);
+}
+
 int eng_cont_list(struct eng_target *t, struct lode_uuid *conts, unsigned max)
 {
 	if (!t || (!conts && max))

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "engine/engine.h"
+#include "lode/errno.h"
 
 #define MIB (1u << 20)
 #define KIB (1u << 10)
@@ -220,6 +221,81 @@ static void test_hi_bound_leaves_newer_alone(void **state)
 	assert_memory_equal(f->got, f->a, MIB);
 }
 
+/* Reads of the three dkeys after eng_dkey_drop of chunk0 and a write beneath. */
+static void check_dropped(struct fix *f, const struct eng_key *near, const struct eng_key *other)
+{
+	uint8_t sv[8];
+	uint32_t len = 0;
+	struct eng_key meta = f->k;
+
+	meta.akey = "meta";
+	meta.akey_len = 4;
+	assert_int_equal(eng_sv_fetch(f->t, &meta, LODE_EPOCH_MAX, sv, sizeof(sv), &len, NULL, NULL),
+			 -ENOENT);
+	/* the copy at epoch 1 is what reads see: no old punch or version hides it */
+	memset(f->got, 0xee, 64 * KIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, LODE_EPOCH_MAX, 0, f->got, 64 * KIB, NULL, NULL),
+			 0);
+	assert_memory_equal(f->got, f->b, 64 * KIB);
+	memset(f->got, 0xee, 8 * KIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, LODE_EPOCH_MAX, 64 * KIB, f->got, 8 * KIB, NULL,
+				       NULL),
+			 0);
+	for (unsigned i = 0; i < 8 * KIB; i++)
+		assert_int_equal(f->got[i], 0); /* the old 1 MiB version is gone */
+	for (int i = 0; i < 2; i++) {
+		memset(f->got, 0xee, 64 * KIB);
+		assert_int_equal(eng_arr_fetch(f->t, i ? other : near, LODE_EPOCH_MAX, 0, f->got,
+					       64 * KIB, NULL, NULL),
+				 0);
+		assert_memory_equal(f->got, f->a, 64 * KIB);
+	}
+}
+
+/*
+ * eng_dkey_drop: every version and punch of one dkey goes, records and
+ * space, while dkeys beside it (one whose name extends it) stay; a write
+ * at an epoch below the dropped ones (a rebuild copy) is then what reads
+ * see, and so after a restart.
+ */
+static void test_dkey_drop(void **state)
+{
+	struct fix *f = *state;
+	struct eng_key near = f->k, other = f->k, meta = f->k;
+	uint64_t r0, u0;
+
+	near.dkey = "chunk0x";
+	near.dkey_len = 7;
+	other.dkey = "chunk1";
+	other.dkey_len = 6;
+	meta.akey = "meta";
+	meta.akey_len = 4;
+	write_overlap(f);
+	assert_int_equal(eng_sv_update(f->t, &meta, 5, "old", 3, NULL, NULL), 0);
+	assert_int_equal(eng_dkey_punch(f->t, &f->k, 30, NULL, NULL), 0);
+	assert_int_equal(eng_arr_update(f->t, &near, 3, 0, f->a, 64 * KIB, NULL, NULL), 0);
+	assert_int_equal(eng_arr_update(f->t, &other, 3, 0, f->a, 64 * KIB, NULL, NULL), 0);
+	r0 = records(f);
+	u0 = used(f);
+	assert_int_equal(eng_dkey_drop(f->t, &f->k), 0);
+	assert_true(records(f) <= r0 - 4); /* two extents, a value, a punch */
+	assert_true(used(f) <= u0 - MIB);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, 2, 0, f->got, 4 * KIB, NULL, NULL), -ENOENT);
+	assert_int_equal(eng_arr_fetch(f->t, &f->k, LODE_EPOCH_MAX, 0, f->got, 4 * KIB, NULL, NULL),
+			 -ENOENT);
+	assert_int_equal(eng_arr_update(f->t, &f->k, 1, 0, f->b, 64 * KIB, NULL, NULL), 0);
+	check_dropped(f, &near, &other);
+	assert_int_equal(eng_tgt_close(f->t), 0);
+	f->t = NULL;
+	assert_int_equal(eng_tgt_open(&f->o, &f->t), 0);
+	check_dropped(f, &near, &other);
+	/* a dkey with nothing here, and bad keys */
+	assert_int_equal(eng_dkey_drop(f->t, &other), 0);
+	assert_int_equal(eng_dkey_drop(f->t, &other), 0);
+	other.dkey_len = 0;
+	assert_int_equal(eng_dkey_drop(f->t, &other), -LODE_EKEYEMPTY);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +309,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_punched_hole_stays_a_hole, setup_disk, teardown),
 		cmocka_unit_test_setup_teardown(test_hi_bound_leaves_newer_alone, setup_ram, teardown),
 		cmocka_unit_test_setup_teardown(test_hi_bound_leaves_newer_alone, setup_disk, teardown),
+		cmocka_unit_test_setup_teardown(test_dkey_drop, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_dkey_drop, setup_disk, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
