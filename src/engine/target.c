@@ -1839,6 +1839,20 @@ static int bulk_take_prefix(struct eng_target *t, struct op *o, const struct kb 
 	return wal_put_key(&t->wal, t->gen, ++t->seq, WAL_DELPFX, pfx->b, (uint16_t)pfx->len);
 }
 
+/*
+ * A removal that failed half way (out of memory): what was taken is logged
+ * or not, so the target must not acknowledge more on top of it. Returns rc.
+ */
+static int bulk_abandon(struct eng_target *t, struct op *o, int rc)
+{
+	t->failed = true;
+	for (size_t i = 0; i < o->nbulk; i++)
+		free(o->bulk[i]);
+	free(o->bulk);
+	free(o);
+	return rc;
+}
+
 static int bulk_run(struct eng_target *t, struct op *o, size_t wal_before)
 {
 	int slot = 1;
@@ -1883,16 +1897,8 @@ int eng_cont_destroy(struct eng_target *t, const struct lode_uuid *cont)
 	kb_cont(&k, cont);
 	rc = rc ? rc : bulk_take_prefix(t, o, &k);
 	cont_remove(t, cidx);
-	if (rc < 0) {
-		/* Out of memory half way: what was taken is logged or not;
-		 * the target must not acknowledge more on top of it. */
-		t->failed = true;
-		for (size_t i = 0; i < o->nbulk; i++)
-			free(o->bulk[i]);
-		free(o->bulk);
-		free(o);
-		return rc;
-	}
+	if (rc < 0)
+		return bulk_abandon(t, o, rc);
 	return bulk_run(t, o, before);
 }
 
@@ -1915,15 +1921,8 @@ int eng_dkey_drop(struct eng_target *t, const struct eng_key *key)
 	before = t->wal.len;
 	kb_obj(&k, cidx, key->oid);
 	kb_str(&k, key->dkey, key->dkey_len);
-	if ((rc = bulk_take_prefix(t, o, &k)) < 0) {
-		/* As eng_cont_destroy: what was taken is logged or not. */
-		t->failed = true;
-		for (size_t i = 0; i < o->nbulk; i++)
-			free(o->bulk[i]);
-		free(o->bulk);
-		free(o);
-		return rc;
-	}
+	if ((rc = bulk_take_prefix(t, o, &k)) < 0)
+		return bulk_abandon(t, o, rc);
 	return bulk_run(t, o, before);
 }
 
