@@ -33,8 +33,9 @@
 #include "lode/types.h"
 
 #define NET_MAGIC 0x45444f4cu /* "LODE" read as little-endian */
-#define NET_VERSION 3 /* 2: capabilities checked, the welcome names the management port;
-			* 3: updates and punches carry an epoch (rebuild's) */
+#define NET_VERSION 4 /* 2: capabilities checked, the welcome names the management port;
+			* 3: updates and punches carry an epoch (rebuild's);
+			* 4: write leases (NET_OP_LEASE) */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -73,6 +74,9 @@ enum net_op {
 	NET_OP_AGGREGATE,
 	NET_OP_HELLO,  /* data: the client's worker address; reply val: the session */
 	NET_OP_BYE,    /* end the header's session */
+	NET_OP_LEASE,  /* the write lease of an EC array (src/server/lease.h): off is the
+			* holder's token, len the ms asked for (0: give it back);
+			* -EBUSY while another holds it, reply val its ms left */
 	NET_OP_COUNT
 };
 

@@ -42,12 +42,14 @@
 #include "auth/auth.h"
 #include "engine/engine.h"
 #include "net/net.h"
+#include "server/lease.h"
 
 #define LIST_BYTES_MAX (1u << 20) /* most key bytes one list reply carries */
 #define LIST_OIDS_MAX 4096u
 #define SNAPS_MAX 65536u
 #define SESSIONS_MAX 4096u /* clients with an RMA endpoint, per target */
 #define RKEYS_CACHED 32u   /* unpacked rkeys kept per session */
+#define LEASES_MAX 65536u  /* write leases held at once, per target */
 
 /*
  * A client's session: the endpoint RMA runs on, and the rkeys of its
@@ -152,6 +154,7 @@ struct srv_tgt {
 	uint64_t agg_walk_us;   /* no aggregation for long reads before this */
 	unsigned agg_walk_idle; /* of those, in a row that removed no record (the wait doubles) */
 	struct auth_cache caps;  /* capabilities this target verified */
+	struct lease_tab leases; /* write leases of EC arrays (lease.h) */
 	/* What other threads may read (srv_tgt_info), published by the target's own. */
 	struct {
 		_Atomic uint64_t used, cap, requests, errors, at_us;
@@ -758,6 +761,7 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 		return;
 	t->sessions[sn - 1] = NULL;
 	ss->closed = true;
+	lease_drop_session(&t->leases, sn); /* a writer that died gives way */
 	/* Values still being received from this client never will be. */
 	for (struct srv_op *op = t->busy; op; op = op->bnext)
 		if (op->sess == ss && op->ureq)
@@ -985,6 +989,42 @@ static void session_open(struct srv_op *op)
 		session_ready(NULL, op->rc ? UCS_ERR_IO_ERROR : UCS_OK, op);
 }
 
+static uint64_t now_us(void);
+
+/*
+ * NET_OP_LEASE: take (len ms) or give back (len 0) the write lease of the
+ * array the key names, for the token in off. The lease's key is the
+ * container, the object and both keys.
+ */
+static void op_lease(struct srv_op *op)
+{
+	const struct net_args *a = &op->a;
+	uint8_t key[16 + 16 + 2 + LODE_KEY_MAX + 2 + LODE_KEY_MAX], *p = key;
+
+	_Static_assert(sizeof(key) <= LEASE_KEY_MAX, "a lease key fits");
+
+	memcpy(p, a->cont.b, 16);
+	p += 16;
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t)(a->oid.hi >> (8 * i));
+		p[8 + i] = (uint8_t)(a->oid.lo >> (8 * i));
+	}
+	p += 16;
+	*p++ = (uint8_t)a->dkey_len;
+	*p++ = (uint8_t)(a->dkey_len >> 8);
+	memcpy(p, a->dkey, a->dkey_len);
+	p += a->dkey_len;
+	*p++ = (uint8_t)a->akey_len;
+	*p++ = (uint8_t)(a->akey_len >> 8);
+	memcpy(p, a->akey, a->akey_len);
+	p += a->akey_len;
+	if (a->len == 0)
+		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), a->off);
+	else
+		op->rc = lease_take(&op->t->leases, key, (size_t)(p - key), a->off, op->hdr.session,
+				    a->len, now_us(), &op->val);
+}
+
 /* Start the op: returns after queuing work or sending the reply. */
 static void op_dispatch(struct srv_op *op)
 {
@@ -1105,6 +1145,9 @@ static void op_dispatch(struct srv_op *op)
 	case NET_OP_BYE:
 		op->bye = op->hdr.session; /* after the answer: see op_done */
 		break;
+	case NET_OP_LEASE:
+		op_lease(op);
+		break;
 	default:
 		op->rc = -EOPNOTSUPP;
 		break;
@@ -1183,6 +1226,7 @@ static unsigned op_rights(uint16_t opcode)
 	case NET_OP_SNAP_CREATE:
 	case NET_OP_SNAP_DESTROY:
 	case NET_OP_AGGREGATE:
+	case NET_OP_LEASE:
 		return AUTH_R_WRITE;
 	case NET_OP_CONT_CREATE:
 	case NET_OP_CONT_DESTROY:
@@ -1670,6 +1714,7 @@ static void tgt_free(struct srv_tgt *t)
 		if (rc < 0)
 			srv_log("target %u: close: %s", t->idx, lode_strerror(rc));
 	}
+	lease_tab_fini(&t->leases);
 	free(t);
 }
 
@@ -1710,6 +1755,8 @@ static int tgt_open(struct srv *s, unsigned i, struct srv_tgt **out)
 	t->idx = i;
 	auth_cache_init(&t->caps);
 	t->epfd = -1;
+	if ((rc = lease_tab_init(&t->leases, LEASES_MAX)) < 0)
+		goto fail;
 	snprintf(path, sizeof(path), "%s/tgt%u", c->path, i);
 	if ((rc = mkdir_p(c->path)) < 0) {
 		srv_log("storage path %s: %s", c->path, lode_strerror(rc));

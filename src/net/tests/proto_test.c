@@ -62,6 +62,7 @@ static const struct op_spec {
 	{NET_OP_AGGREGATE, "aggregate", NET_FLD_CONT | NET_FLD_EPOCH, 0},
 	{NET_OP_HELLO, "hello", 0, 0},
 	{NET_OP_BYE, "bye", 0, 0},
+	{NET_OP_LEASE, "lease", K | NET_FLD_OFF | NET_FLD_LEN, 0},
 };
 #define NSPEC (sizeof(op_spec) / sizeof(op_spec[0]))
 
@@ -416,7 +417,7 @@ static void test_args_bad_keys(void **state)
 	struct net_args a;
 	unsigned tested = 0;
 
-	/* 9 opcodes carry a dkey, 7 of them an akey too */
+	/* 10 opcodes carry a dkey, 8 of them an akey too */
 	for (size_t i = 0; i < NSPEC; i++) {
 		const struct op_spec *s = &op_spec[i];
 
@@ -437,7 +438,7 @@ static void test_args_bad_keys(void **state)
 			tested++;
 		}
 	}
-	assert_int_equal(tested, 9 + 7);
+	assert_int_equal(tested, 10 + 8);
 }
 
 /* A key length over the limit is refused even when the bytes it names are not there. */
@@ -629,7 +630,7 @@ static int hdr_decode_len(const struct net_hdr *h, size_t len, struct net_hdr *o
 static void test_hdr_round_trip(void **state)
 {
 	static const uint8_t want[NET_HDR_SIZE] = {
-		'L', 'O', 'D', 'E', 0x03, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
+		'L', 'O', 'D', 'E', 0x04, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
 		0xe6, 0xff, 0xff, 0xff,
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x14, 0x13, 0x12, 0x11,
 		0x03, 0x00, 0x05, 0x00, 0x24, 0x23, 0x22, 0x21, 0x00, 0x00, 0x00, 0x00};
@@ -838,7 +839,7 @@ static void test_status(void **state)
 
 static void test_hello(void **state)
 {
-	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x03, 0x00, 0x00, 0x00};
+	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x04, 0x00, 0x00, 0x00};
 	uint8_t out[NET_HELLO_SIZE + 1], *c;
 
 	net_hello_encode(out);
