@@ -4,14 +4,16 @@
 # each repeat, a fresh system of three RAM-mode engines on loopback (one
 # hosts the management service, two join it; 2 targets each, transport
 # tcp), an RP_2 and an EC_2P1 container. `lode bench` writes then reads
-# 1 MiB blocks in each (numjobs 4, iodepth 4, 64 MiB a job); then engine 2
+# 1 MiB blocks in each (numjobs 4, iodepth 4, 64 MiB a job), and writes
+# 4 KiB blocks at random (16 MiB a job: EC_2P1's are partial stripes, read,
+# modified and written under the array's write lease); then engine 2
 # is killed with -9, and once the map shows it DOWN both are read again:
 # degraded (EC_2P1 rebuilds a third of the cells from the other two; RP_2
 # reads the live replica). The engine stays DOWN: with two engines left an
 # EC_2P1 group has no replacement, so no rebuild moves data meanwhile. Each
 # `lode bench` run measures its own loopback TCP stream, the ceiling.
-# Prints a Markdown table of medians (min–max) in MiB/s and the ratio to
-# the same run's TCP stream.
+# Prints a Markdown table of medians (min–max) in MiB/s (and IOPS for 4 KiB)
+# and the ratio to the same run's TCP stream.
 #
 # usage: bench/cluster/ec.sh [BUILD_DIR] [OUT_DIR]
 # environment:
@@ -58,10 +60,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 run() { # run NAME CONT RW [ARGS]: one lode bench, its JSON in $dir/NAME.json
-	local name=$1 cont=$2 rw=$3
+	local name=$1 cont=$2 rw=$3 bs=1m size=64m
 	shift 3
-	"$LODE" --addr "$A" bench --cont "$cont" --transport tcp --rw "$rw" --bs 1m --numjobs 4 \
-		--iodepth 4 --size 64m --runtime "$RUNTIME" --json "$@" >"$dir/$name.json"
+	[ "$rw" = randwrite ] && bs=4k size=16m
+	"$LODE" --addr "$A" bench --cont "$cont" --transport tcp --rw "$rw" --bs $bs --numjobs 4 \
+		--iodepth 4 --size $size --runtime "$RUNTIME" --json "$@" >"$dir/$name.json"
 }
 
 FAILED=0
@@ -84,7 +87,8 @@ for rep in $(seq 1 "$REPEAT"); do
 	"$LODE" --addr "$A" cont create ec --class EC_2P1 >/dev/null
 	ok=1
 	for c in rp ec; do
-		run "$c-write" $c write && run "$c-read" $c read --prefill 0 || ok=0
+		run "$c-write" $c write && run "$c-read" $c read --prefill 0 &&
+			run "$c-write4k" $c randwrite || ok=0
 	done
 	kill -KILL "$c_pid"
 	wait "$c_pid" 2>/dev/null || true
@@ -111,11 +115,12 @@ def cell(xs, fmt):
         return "—"
     return (fmt % statistics.median(xs)) + (" (" + fmt % min(xs) + "–" + fmt % max(xs) + ")" if len(xs) > 1 else "")
 print("### 1 MiB blocks, RP_2 and EC_2P1 on three engines, %d runs\n" % len(reps))
-print("| class | test | MiB/s | / loopback TCP stream | client CPU s per GiB |")
-print("|---|---|---|---|---|")
+print("| class | test | MiB/s | / loopback TCP stream | client CPU s per GiB | IOPS |")
+print("|---|---|---|---|---|---|")
 for c, name in (("rp", "RP_2"), ("ec", "EC_2P1")):
-    for t, what in (("write", "write"), ("read", "read"), ("degraded", "read, engine 2 dead")):
-        bw, ratio, cpu = [], [], []
+    for t, what in (("write", "write"), ("read", "read"), ("degraded", "read, engine 2 dead"),
+                    ("write4k", "4 KiB random write")):
+        bw, ratio, cpu, iops = [], [], [], []
         for r in reps:
             d = json.load(open(os.path.join(out, "r" + r, "%s-%s.json" % (c, t))))
             res = d["result"]
@@ -126,7 +131,9 @@ for c, name in (("rp", "RP_2"), ("ec", "EC_2P1")):
             gib = res["bytes"] / 2**30
             if gib:
                 cpu.append(d["cpu"]["client_s"] / gib)
-        print("| %s | %s | %s | %s | %s |" % (name, what, cell(bw, "%.0f"), cell(ratio, "%.2f"),
-              cell(cpu, "%.2f")))
+            if t == "write4k":
+                iops.append(res["ios"] / d["wall_s"])
+        print("| %s | %s | %s | %s | %s | %s |" % (name, what, cell(bw, "%.0f"), cell(ratio, "%.2f"),
+              cell(cpu, "%.2f"), cell(iops, "%.0f")))
 PY
 exit "$FAILED"

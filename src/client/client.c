@@ -420,6 +420,8 @@ static void req_finish(struct creq *r)
 		ev->rc = r->rc;
 		req_release(r);
 		eq_complete(ev);
+	} else if (r->detached) {
+		req_release(r);
 	}
 	/* A waited request is freed by its waiter. */
 }
@@ -1088,7 +1090,7 @@ int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
 	pthread_mutex_lock(&c->lock);
 	r->ev = ev;
 	r->parent = parent;
-	r->waited = !ev && !parent;
+	r->waited = !ev && !parent && !r->detached;
 	if (parent)
 		parent->nchild++;
 	rc = r->placed ? conn_place(c, r, conn_req_send) : 0;

@@ -89,7 +89,8 @@ struct creq {
 	struct creq *rndv_next;
 	lode_event_t *ev;         /* completion: an event, */
 	struct creq *parent;      /* or a parent, */
-	bool waited;              /* or a blocked caller */
+	bool waited;              /* or a blocked caller, */
+	bool detached;            /* or nobody: freed when done (a lease given back) */
 	int nchild;               /* a parent's children not yet done */
 	creq_fn on_done;          /* runs at completion, before the result is passed on */
 	void *ctx;                /* on_done's */

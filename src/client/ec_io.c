@@ -38,8 +38,8 @@
  * writes wait) and at most p are lost: the stripe can then be read.
  *
  * Writes to one akey are serialised within the process (a partial stripe
- * is read, modified and written); writers in different processes to the
- * same stripe are not (docs/decisions/0012).
+ * is read, modified and written) by a lock, and across processes by the
+ * array's write lease on one member of the group (docs/decisions/0015).
  */
 #include "client/client.h"
 #include "ec/ec.h"
@@ -48,7 +48,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- codecs and locks ------------------------------------------------------------ */
 
@@ -196,7 +198,13 @@ struct ec_ctx {
 	unsigned nk, nm;  /* k, and k + p */
 	uint32_t lost;    /* members found lost by this call */
 	pthread_mutex_t *wlock; /* held by this call (a write): the akey's writers' lock */
+	bool leased;      /* this call holds the array's write lease ... */
+	uint8_t lease_member; /* ... on this member */
+	uint64_t lease_token;
 };
+
+static int lease_take(struct ec_ctx *x);
+static void lease_give(struct ec_ctx *x);
 
 /*
  * Rebuild the fetch pieces ps[i] of lost members (their in buffers) from
@@ -310,7 +318,10 @@ static int fetch_run(struct ec_ctx *x, struct pieces *ps, bool *all_absent)
 		pthread_mutex_t *lk = wlock_of(x->ct, x->oid, x->k);
 
 		pthread_mutex_lock(lk);
-		rc = rebuild_pieces(x, want, nw);
+		if ((rc = lease_take(x)) == 0) {
+			rc = rebuild_pieces(x, want, nw);
+			lease_give(x);
+		}
 		pthread_mutex_unlock(lk);
 	}
 	free(want);
@@ -491,6 +502,116 @@ static int write_run(struct ec_ctx *x, struct pieces *ps)
 }
 
 /*
+ * The array's write lease (src/server/lease.h), so that writers in other
+ * processes do not read, modify and write the same stripes at once. It
+ * lives on the first member the map has live, parity members first (the
+ * first parity member is what every write reaches); clients with the same
+ * map agree on it, and an engine refuses a request placed with an older
+ * map. Taken after the process's own lock of the akey, held until the
+ * write's pieces are durable; degraded reads take it too, so that no cell
+ * is rebuilt from a stripe half written.
+ *
+ * A lease lasts LEASE_TIMEOUTS request timeouts, longer than a write can
+ * take, and ends early when its session closes (a tcp client that died);
+ * a busy lease is asked for again, waits doubling from 50 µs to 5 ms,
+ * until its holder's time could have run out, then -EBUSY. A member that
+ * does not answer is waited on until the map says it is DOWN, as writes
+ * wait, and the next live member holds the leases then.
+ */
+#define LEASE_TIMEOUTS 4
+
+static uint64_t lease_token_new(void)
+{
+	static _Atomic uint64_t seq;
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+		v = ((uint64_t)getpid() << 32 ^ (uint64_t)mono_ms()) * 0x9e3779b97f4a7c15ull;
+	v ^= atomic_fetch_add(&seq, 1);
+	return v ? v : 1;
+}
+
+/* The member holding the leases of x's group now; -EIO if none is live. */
+static int lease_host(struct ec_ctx *x)
+{
+	for (unsigned i = 0; i < x->nm; i++) {
+		unsigned m = (x->nk + i) % x->nm;
+
+		if (!member_down(x, m))
+			return (int)m;
+	}
+	return -EIO;
+}
+
+static int lease_take(struct ec_ctx *x)
+{
+	lode_conn_t *c = x->ct->c;
+	uint64_t ms = (uint64_t)c->timeout_ms * LEASE_TIMEOUTS;
+	int64_t start = mono_ms(), lost_until = 0;
+	int64_t busy_until = start + (int64_t)ms + c->timeout_ms;
+	long wait_ns = 50 * 1000;
+	uint64_t token = lease_token_new();
+
+	for (;;) {
+		int m = lease_host(x), rc;
+		struct piece pc;
+
+		if (m < 0)
+			return m;
+		pc = (struct piece){.op = NET_OP_LEASE, .member = (uint8_t)m, .off = token, .len = ms};
+		if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, &pc, 1)) == 0)
+			rc = pc.rc;
+		if (rc == 0) {
+			x->leased = true;
+			x->lease_member = (uint8_t)m;
+			x->lease_token = token;
+			return 0;
+		}
+		if (rc == -EBUSY) {
+			if (mono_ms() > busy_until)
+				return -EBUSY;
+			nanosleep(&(struct timespec){0, wait_ns}, NULL);
+			if ((wait_ns *= 2) > 5 * 1000 * 1000)
+				wait_ns = 5 * 1000 * 1000;
+			continue;
+		}
+		if (!lost(rc))
+			return rc;
+		if (member_down(x, (unsigned)m))
+			continue; /* the next live member holds them now */
+		if (!lost_until)
+			lost_until = mono_ms() + c->timeout_ms;
+		else if (mono_ms() > lost_until)
+			return -EHOSTDOWN; /* no map said it is DOWN in time */
+		conn_map_wake(c, atomic_load(&c->map_ver) + 1);
+		nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+	}
+}
+
+/*
+ * Give the lease back, without waiting for the answer: the write is done
+ * either way, and a lease that is not given back runs out (or ends with
+ * its member, if that is DOWN now).
+ */
+static void lease_give(struct ec_ctx *x)
+{
+	struct creq *r;
+
+	if (!x->leased)
+		return;
+	x->leased = false;
+	if (member_down(x, x->lease_member) ||
+	    !(r = conn_key_req(x->ct, NET_OP_LEASE, x->oid, x->k)))
+		return;
+	r->pinned = true;
+	r->member = x->lease_member;
+	r->a.off = x->lease_token;
+	r->a.len = 0;
+	r->detached = true;
+	(void)creq_submit(r, NULL, NULL);
+}
+
+/*
  * A stripe written or punched in part: the new contents of every data cell
  * over the parity range [po, po + pl) in nb (cell c at nb + c * pl), from
  * the old bytes where the span does not cover the range. The old bytes
@@ -652,6 +773,7 @@ int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		return -ENOMEM;
 	lk = x.wlock = wlock_of(ct, oid, k);
 	pthread_mutex_lock(lk);
+	rc = lease_take(&x);
 	nfull = 0;
 	while (rc == 0 && ec_range_next(&it, &sp)) {
 		if (!sp.full) {
@@ -685,6 +807,7 @@ int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		nfull++;
 	}
 	rc = writes_finish(&x, rc, pa, npa, b, &olds, &ws);
+	lease_give(&x);
 	pthread_mutex_unlock(lk);
 	free(par);
 	return rc;
@@ -710,6 +833,7 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		return rc;
 	lk = x.wlock = wlock_of(ct, oid, k);
 	pthread_mutex_lock(lk);
+	rc = lease_take(&x);
 	/* The partial stripes at either end: [off, s0 * stripe) and
 	 * [s1 * stripe, end), or [off, end) inside one stripe. */
 	for (int side = 0; side < 2 && rc == 0; side++) {
@@ -735,6 +859,7 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		if (!piece_add(&ws, NET_OP_ARR_PUNCH, m, s0 * EC_IO_CELL, (s1 - s0) * EC_IO_CELL))
 			rc = -ENOMEM;
 	rc = writes_finish(&x, rc, pa, npa, NULL, &olds, &ws);
+	lease_give(&x);
 	pthread_mutex_unlock(lk);
 	return rc;
 }
@@ -941,7 +1066,10 @@ static int read_finish(struct aread *a)
 		pthread_mutex_t *lk = wlock_of(a->x.ct, a->x.oid, a->x.k);
 
 		pthread_mutex_lock(lk);
-		rc = rebuild_pieces(&a->x, want, nw);
+		if ((rc = lease_take(&a->x)) == 0) {
+			rc = rebuild_pieces(&a->x, want, nw);
+			lease_give(&a->x);
+		}
 		pthread_mutex_unlock(lk);
 	}
 	if (rc == 0 && absent && !a->holes && !array_exists(&a->x))

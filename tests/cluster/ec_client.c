@@ -23,6 +23,18 @@
  *                                 the count acknowledged printed, then every
  *                                 one read back.
  *   check ADDR CONT CLASS N       objects 0..N-1 of stream read back.
+ *   race ADDR CONT CLASS WHO N    writer WHO (< k) of one array: a 4 KiB
+ *                                 write into data cell WHO of stripes 0..N-1
+ *                                 in turn, all at the same offset in the
+ *                                 cell, so that k writers in k processes
+ *                                 change the same parity ranges at about the
+ *                                 same time (each starts at the second
+ *                                 $RACE_START, if set).
+ *   parity ADDR CONT CLASS N      after k race writers of N stripes: each
+ *                                 member's bytes of those ranges read from
+ *                                 the member itself; the data cells hold
+ *                                 their writer's bytes, and the parity
+ *                                 cells are the code of the data cells.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -458,6 +470,99 @@ static void members(struct ctx *x, unsigned i)
 	}
 }
 
+/* ---- writers of one stripe in several processes ---- */
+
+#define RACE_OFF 8192u /* in the cell */
+#define RACE_LEN 4096u
+
+static struct lode_oid race_oid(const struct ctx *x)
+{
+	return lode_oid_make(LODE_OT_ARRAY, x->cls, 0x4ace, 1);
+}
+
+static uint64_t race_seed(unsigned who, unsigned s)
+{
+	return ((uint64_t)who + 1) * 1000003u + (uint64_t)s * 7919u;
+}
+
+static int cmd_race(struct ctx *x, unsigned who, unsigned n)
+{
+	const char *start = getenv("RACE_START");
+	uint8_t buf[RACE_LEN];
+	int rc;
+
+	while (start && time(NULL) < (time_t)strtoll(start, NULL, 10))
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	for (unsigned s = 0; s < n; s++) {
+		fill(buf, sizeof(buf), race_seed(who, s));
+		rc = lode_obj_write(x->ct, race_oid(x), &akey,
+				    (uint64_t)s * x->stripe + (uint64_t)who * (64u << 10) + RACE_OFF, buf,
+				    sizeof(buf), NULL);
+		if (rc < 0) {
+			printf("FAIL writer %u stripe %u: %d (%s)\n", who, s, rc, lode_strerror(rc));
+			return 1;
+		}
+	}
+	printf("ok   writer %u: %u partial-stripe writes\n", who, n);
+	return 0;
+}
+
+static int cmd_parity(struct ctx *x, const struct layout_class *lc, unsigned n)
+{
+	unsigned nm = lc->k + lc->p;
+	uint8_t *cell[EC_CELLS_MAX], want[RACE_LEN], par[EC_P_MAX][RACE_LEN];
+	struct ec_codec *codec;
+	int bad = 0;
+
+	if (lc->redun != LAYOUT_R_EC || ec_codec_create(lc->k, lc->p, &codec) < 0) {
+		printf("FAIL parity needs an EC class\n");
+		return 1;
+	}
+	for (unsigned m = 0; m < nm; m++)
+		cell[m] = malloc(RACE_LEN);
+	for (unsigned s = 0; s < n; s++) {
+		for (unsigned m = 0; m < nm; m++) {
+			struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, race_oid(x), &akey);
+			int rc;
+
+			r->pinned = true;
+			r->member = (uint8_t)m;
+			r->a.off = (uint64_t)s * (64u << 10) + RACE_OFF;
+			conn_value_in(r, cell[m], RACE_LEN);
+			if ((rc = creq_submit(r, NULL, NULL)) < 0) {
+				printf("FAIL stripe %u member %u: %d (%s)\n", s, m, rc, lode_strerror(rc));
+				return 1;
+			}
+		}
+		for (unsigned w = 0; w < lc->k; w++) {
+			fill(want, RACE_LEN, race_seed(w, s));
+			if (memcmp(cell[w], want, RACE_LEN) != 0) {
+				printf("FAIL stripe %u: data cell %u is not what its writer wrote\n", s, w);
+				bad++;
+			}
+		}
+		uint8_t *pp[EC_P_MAX];
+
+		for (unsigned j = 0; j < lc->p; j++)
+			pp[j] = par[j];
+		ec_encode(codec, cell, pp, RACE_LEN);
+		for (unsigned j = 0; j < lc->p; j++)
+			if (memcmp(par[j], cell[lc->k + j], RACE_LEN) != 0) {
+				printf("FAIL stripe %u: parity cell %u is not the code of the data cells\n",
+				       s, j);
+				bad++;
+			}
+	}
+	for (unsigned m = 0; m < nm; m++)
+		free(cell[m]);
+	ec_codec_destroy(codec);
+	if (!bad)
+		printf("ok   %u stripes: data cells as written, parity their code\n", n);
+	else
+		printf("FAIL %d cells of %u stripes wrong\n", bad, n);
+	return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m;
@@ -467,12 +572,14 @@ int main(int argc, char **argv)
 	int rc = 2;
 
 	bool ops = argc == 7 && (!strcmp(argv[1], "ops") || !strcmp(argv[1], "verify") ||
-				 !strcmp(argv[1], "dops"));
+				 !strcmp(argv[1], "dops") || !strcmp(argv[1], "race"));
 
 	if ((!ops && argc != 6) || layout_class_parse(argv[4], &lc) < 0) {
 		fprintf(stderr, "usage: ec_client ops|dops|verify ADDR CONT CLASS SEED N\n"
 				"       ec_client stream ADDR CONT CLASS SECS\n"
-				"       ec_client check ADDR CONT CLASS N\n");
+				"       ec_client check ADDR CONT CLASS N\n"
+				"       ec_client race ADDR CONT CLASS WHO N\n"
+				"       ec_client parity ADDR CONT CLASS N\n");
 		return 2;
 	}
 	/* A line at a time: a failure's exit may skip stdio's flush (LeakSanitizer
@@ -481,7 +588,12 @@ int main(int argc, char **argv)
 	x.cls = lc.id;
 	x.stripe = lc.redun == LAYOUT_R_EC ? lc.k * (64u << 10) : 64u << 10;
 	open_cont(argv[2], argv[3], &c, &x.ct);
-	if (ops) {
+	if (!strcmp(argv[1], "race")) {
+		rc = cmd_race(&x, (unsigned)strtoul(argv[5], NULL, 10),
+			      (unsigned)strtoul(argv[6], NULL, 10));
+	} else if (!strcmp(argv[1], "parity")) {
+		rc = cmd_parity(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
+	} else if (ops) {
 		x.seed = strtoull(argv[5], NULL, 10);
 		x.upper = strcmp(argv[1], "ops") != 0;
 		rc = cmd_ops(&x, (unsigned)strtoul(argv[6], NULL, 10), !strcmp(argv[1], "verify"));

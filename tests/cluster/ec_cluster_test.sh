@@ -6,6 +6,12 @@
 #     (whole and partial stripes, unaligned, spanning stripes, punched to
 #     far past the end) match a model in memory, as S1's do; single values
 #     and chunked arrays of both classes read back;
+#   - writers in different processes to the same stripes (each its own
+#     data cell, all the same parity range): every data cell holds its
+#     writer's last write and every parity cell is the code of the data
+#     cells, read from the members themselves (the write lease; the
+#     EC_4P2 case fails without it); a writer killed holding the lease does
+#     not hold up the next;
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
 #     front); an encrypted EC container
 #     is refused;
@@ -58,6 +64,34 @@ C "S1 matches the model (the engine's own semantics)" ops "$a_addr" cs1 S1 1 150
 C "EC_2P1 matches the model" ops "$a_addr" c21 EC_2P1 2 300
 C "EC_2P1 matches the model (another seed)" ops "$a_addr" c21 EC_2P1 12 300
 C "EC_4P2 matches the model" ops "$a_addr" c42 EC_4P2 3 300
+
+# ---- writers in k processes to one stripe: the write lease ----
+race() { # race CONT CLASS K STRIPES
+	local w wpids=() rc=0 start=$(($(date +%s) + 2))
+	for ((w = 0; w < $3; w++)); do
+		RACE_START=$start "$client" race "$a_addr" "$1" "$2" "$w" "$4" >"$dir/race$w.out" 2>&1 &
+		wpids+=($!)
+	done
+	for ((w = 0; w < $3; w++)); do
+		wait "${wpids[$w]}" || rc=1
+		cat "$dir/race$w.out"
+	done
+	[ "$rc" -eq 0 ] && echo "ok   $3 $2 writers of one stripe finished" && pass=$((pass + 1)) ||
+		failed "a $2 writer failed"
+	C "$2: the stripes' parity is the code of what the writers left" parity "$a_addr" "$1" "$2" "$4"
+}
+race c21 EC_2P1 2 200
+race c42 EC_4P2 4 100
+# A writer killed while it holds the array's lease (it holds it for most of
+# each write): its session closes, and the lease with it. The next writer
+# asks for it with a 2 s timeout, so it would give up (-EBUSY) long before
+# the dead one's lease (4 timeouts of 8 s) ran out.
+"$client" race "$a_addr" c21 EC_2P1 0 100000 >"$dir/killed.out" 2>&1 &
+kpid=$!
+sleep 1.5
+kill -9 "$kpid"
+wait "$kpid" 2>/dev/null
+LODE_TIMEOUT_MS=2000 C "a writer after one killed holding the lease" race "$a_addr" c21 EC_2P1 1 50
 check "a container of class EC_8P2 on six engines" 0 A cont create c82 --class EC_8P2
 grep -q "until 4 more join" "$dir/err" && echo "ok   ... with a note that it needs 4 more" &&
 	pass=$((pass + 1)) || failed "no note on EC_8P2's engines: $(cat "$dir/err")"
