@@ -201,10 +201,28 @@ struct ec_ctx {
 	bool leased;      /* this call holds the array's write lease ... */
 	uint8_t lease_member; /* ... on this member */
 	uint64_t lease_token;
+	uint64_t lease_off, lease_len; /* ... for this range of the members */
+	bool torn;        /* ... and the array may be torn: given back so */
+	uint64_t torn_off, torn_end; /* where (the members' range) */
 };
 
-static int lease_take(struct ec_ctx *x);
+static int lease_take_whole(struct ec_ctx *x);
 static void lease_give(struct ec_ctx *x);
+
+/* The lease's range for rebuilding pieces want[0, nw): where they lie on the members. */
+static void lease_range_of(struct ec_ctx *x, struct piece *const *want, size_t nw)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (size_t i = 0; i < nw; i++) {
+		if (want[i]->off < lo)
+			lo = want[i]->off;
+		if (want[i]->off + want[i]->len > hi)
+			hi = want[i]->off + want[i]->len;
+	}
+	x->lease_off = nw ? lo : 0;
+	x->lease_len = nw ? hi - lo : 0;
+}
 
 /*
  * Rebuild the fetch pieces ps[i] of lost members (their in buffers) from
@@ -318,10 +336,10 @@ static int fetch_run(struct ec_ctx *x, struct pieces *ps, bool *all_absent)
 		pthread_mutex_t *lk = wlock_of(x->ct, x->oid, x->k);
 
 		pthread_mutex_lock(lk);
-		if ((rc = lease_take(x)) == 0) {
+		lease_range_of(x, want, nw);
+		if ((rc = lease_take_whole(x)) == 0)
 			rc = rebuild_pieces(x, want, nw);
-			lease_give(x);
-		}
+		lease_give(x);
 		pthread_mutex_unlock(lk);
 	}
 	free(want);
@@ -517,6 +535,12 @@ static int write_run(struct ec_ctx *x, struct pieces *ps)
  * until its holder's time could have run out, then -EBUSY. A member that
  * does not answer is waited on until the map says it is DOWN, as writes
  * wait, and the next live member holds the leases then.
+ *
+ * The write hole: a holder that dies, or whose write fails, may leave a
+ * stripe's data and parity out of step. Its lease is then given back torn
+ * (or ends torn: expiry, session closed), with the members' range it
+ * covered, and the next holder mends that range (mend_array) before it
+ * writes or rebuilds anything; one that cannot gives it back torn again.
  */
 #define LEASE_TIMEOUTS 4
 
@@ -543,6 +567,51 @@ static int lease_host(struct ec_ctx *x)
 	return -EIO;
 }
 
+/* The members' range [*mo, *mo + *ml) of the stripes of array bytes [off, off + len). */
+static void lease_range(struct ec_ctx *x, uint64_t off, uint64_t len)
+{
+	uint64_t stripe = (uint64_t)x->nk * EC_IO_CELL, s0 = off / stripe, s1;
+
+	if (len == 0)
+		len = 1;
+	s1 = (len - 1 > UINT64_MAX - off ? UINT64_MAX : off + len - 1) / stripe;
+	x->lease_off = s0 * EC_IO_CELL;
+	x->lease_len = (s1 - s0 + 1) * EC_IO_CELL;
+}
+
+/* A lease taken: its result, its torn flag, and how many bytes of range came. */
+struct lease_reply {
+	int rc;
+	uint64_t val;
+	size_t in_len;
+};
+
+static void lease_done(struct creq *r)
+{
+	struct lease_reply *lr = r->ctx;
+
+	lr->rc = r->rc;
+	lr->val = r->val;
+	lr->in_len = r->in_len;
+	r->rc = 0;
+}
+
+/* A NET_OP_LEASE of x's array to member m: take it for ms, or give it back (0). */
+static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms)
+{
+	struct creq *r = conn_key_req(x->ct, NET_OP_LEASE, x->oid, x->k);
+
+	if (r) {
+		r->pinned = true;
+		r->member = (uint8_t)m;
+		r->a.epoch = token;
+		r->a.off = x->lease_off;
+		r->a.len = x->lease_len;
+		r->a.max = ms;
+	}
+	return r;
+}
+
 static int lease_take(struct ec_ctx *x)
 {
 	lode_conn_t *c = x->ct->c;
@@ -552,19 +621,38 @@ static int lease_take(struct ec_ctx *x)
 	long wait_ns = 50 * 1000;
 	uint64_t token = lease_token_new();
 
+	if (ms > UINT32_MAX)
+		ms = UINT32_MAX;
 	for (;;) {
 		int m = lease_host(x), rc;
-		struct piece pc;
+		struct lease_reply pc = {0};
+		uint8_t range[16];
+		struct creq *r;
 
 		if (m < 0)
 			return m;
-		pc = (struct piece){.op = NET_OP_LEASE, .member = (uint8_t)m, .off = token, .len = ms};
-		if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, &pc, 1)) == 0)
+		if (!(r = lease_req(x, (unsigned)m, token, (uint32_t)ms)))
+			return -ENOMEM;
+		r->in = range;
+		r->in_cap = sizeof(range);
+		r->on_done = lease_done;
+		r->ctx = &pc;
+		if ((rc = creq_submit(r, NULL, NULL)) == 0)
 			rc = pc.rc;
 		if (rc == 0) {
 			x->leased = true;
 			x->lease_member = (uint8_t)m;
 			x->lease_token = token;
+			x->torn = pc.val & 1;
+			x->torn_off = 0;
+			x->torn_end = UINT64_MAX; /* where the reply does not say */
+			if (x->torn && pc.in_len == sizeof(range)) {
+				x->torn_off = x->torn_end = 0;
+				for (int i = 7; i >= 0; i--) {
+					x->torn_off = x->torn_off << 8 | range[i];
+					x->torn_end = x->torn_end << 8 | range[8 + i];
+				}
+			}
 			return 0;
 		}
 		if (rc == -EBUSY) {
@@ -591,7 +679,7 @@ static int lease_take(struct ec_ctx *x)
 /*
  * Give the lease back, without waiting for the answer: the write is done
  * either way, and a lease that is not given back runs out (or ends with
- * its member, if that is DOWN now).
+ * its member, if that is DOWN now) and leaves the array torn.
  */
 static void lease_give(struct ec_ctx *x)
 {
@@ -601,14 +689,100 @@ static void lease_give(struct ec_ctx *x)
 		return;
 	x->leased = false;
 	if (member_down(x, x->lease_member) ||
-	    !(r = conn_key_req(x->ct, NET_OP_LEASE, x->oid, x->k)))
+	    !(r = lease_req(x, x->lease_member, x->lease_token, 0)))
 		return;
-	r->pinned = true;
-	r->member = x->lease_member;
-	r->a.off = x->lease_token;
-	r->a.len = 0;
+	r->torn = x->torn;
 	r->detached = true;
 	(void)creq_submit(r, NULL, NULL);
+}
+
+/*
+ * A torn array (the lease's last holder did not give it back whole: it
+ * died, or its write failed, maybe between a stripe's data and parity):
+ * make every parity cell the code of its stripe's data cells again, over
+ * the torn range (the members' range its holders wrote, as far as any
+ * member holds bytes), MEND_PIECE bytes of each member at a time. Each
+ * cell then holds its old bytes or the unfinished write's, and the
+ * stripes read back the same healthy or degraded. Needs every data
+ * member: with one lost, the parity is all that could rebuild it, and it
+ * cannot be trusted (-EIO). Clears x->torn on success.
+ */
+#define MEND_PIECE (256u << 10)
+
+static int mend_array(struct ec_ctx *x)
+{
+	struct piece sz[EC_CELLS_MAX];
+	uint64_t end = 0;
+	uint8_t *buf;
+	int rc;
+
+	for (unsigned m = 0; m < x->nm; m++)
+		sz[m] = (struct piece){.op = NET_OP_ARR_SIZE, .member = (uint8_t)m};
+	if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, sz, x->nm)) < 0)
+		return rc;
+	for (unsigned m = 0; m < x->nm; m++) {
+		if (sz[m].rc == -ENOENT)
+			continue;
+		if (sz[m].rc < 0 && (m < x->nk || !lost(sz[m].rc)))
+			return lost(sz[m].rc) ? -EIO : sz[m].rc;
+		if (sz[m].rc == 0 && sz[m].val > end)
+			end = sz[m].val;
+	}
+	if (end > x->torn_end)
+		end = x->torn_end;
+	if (!(buf = malloc((size_t)x->nm * MEND_PIECE)))
+		return -ENOMEM;
+	for (uint64_t off = x->torn_off; off < end && rc == 0; off += MEND_PIECE) {
+		uint64_t n = end - off < MEND_PIECE ? end - off : MEND_PIECE;
+		struct piece rd[EC_K_MAX];
+		struct pieces ws = {0};
+		uint8_t *data[EC_K_MAX], *par[EC_P_MAX];
+
+		for (unsigned c = 0; c < x->nk; c++) {
+			data[c] = buf + (size_t)c * MEND_PIECE;
+			rd[c] = (struct piece){.op = NET_OP_ARR_FETCH, .member = (uint8_t)c, .off = off,
+					       .len = n, .in = data[c]};
+		}
+		if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, rd, x->nk)) < 0)
+			break;
+		for (unsigned c = 0; c < x->nk && rc == 0; c++) {
+			if (rd[c].rc == -ENOENT)
+				memset(data[c], 0, n);
+			else if (rd[c].rc < 0)
+				rc = lost(rd[c].rc) ? -EIO : rd[c].rc;
+		}
+		for (unsigned j = 0; j < x->cls->p && rc == 0; j++) {
+			struct piece *pc;
+
+			par[j] = buf + (size_t)(x->nk + j) * MEND_PIECE;
+			if (!(pc = piece_add(&ws, NET_OP_ARR_UPDATE, x->nk + j, off, n)))
+				rc = -ENOMEM;
+			else
+				pc->out = par[j];
+		}
+		if (rc == 0)
+			rc = ec_encode(x->codec, data, par, n);
+		if (rc == 0)
+			rc = write_run(x, &ws);
+		free(ws.v);
+	}
+	free(buf);
+	if (rc == 0)
+		x->torn = false;
+	return rc;
+}
+
+/*
+ * Take the lease, and mend the array if it is torn. A call that fails
+ * with the lease held gives it back torn (lease_give).
+ */
+static int lease_take_whole(struct ec_ctx *x)
+{
+	int rc = lease_take(x);
+
+	if (rc == 0 && x->torn)
+		rc = mend_array(x);
+	return rc;
 }
 
 /*
@@ -773,7 +947,8 @@ int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		return -ENOMEM;
 	lk = x.wlock = wlock_of(ct, oid, k);
 	pthread_mutex_lock(lk);
-	rc = lease_take(&x);
+	lease_range(&x, off, len);
+	rc = lease_take_whole(&x);
 	nfull = 0;
 	while (rc == 0 && ec_range_next(&it, &sp)) {
 		if (!sp.full) {
@@ -807,6 +982,8 @@ int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		nfull++;
 	}
 	rc = writes_finish(&x, rc, pa, npa, b, &olds, &ws);
+	if (rc < 0)
+		x.torn = true; /* some pieces may have landed, others not */
 	lease_give(&x);
 	pthread_mutex_unlock(lk);
 	free(par);
@@ -833,7 +1010,8 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		return rc;
 	lk = x.wlock = wlock_of(ct, oid, k);
 	pthread_mutex_lock(lk);
-	rc = lease_take(&x);
+	lease_range(&x, off, len);
+	rc = lease_take_whole(&x);
 	/* The partial stripes at either end: [off, s0 * stripe) and
 	 * [s1 * stripe, end), or [off, end) inside one stripe. */
 	for (int side = 0; side < 2 && rc == 0; side++) {
@@ -859,6 +1037,8 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		if (!piece_add(&ws, NET_OP_ARR_PUNCH, m, s0 * EC_IO_CELL, (s1 - s0) * EC_IO_CELL))
 			rc = -ENOMEM;
 	rc = writes_finish(&x, rc, pa, npa, NULL, &olds, &ws);
+	if (rc < 0)
+		x.torn = true; /* some pieces may have landed, others not */
 	lease_give(&x);
 	pthread_mutex_unlock(lk);
 	return rc;
@@ -1066,10 +1246,10 @@ static int read_finish(struct aread *a)
 		pthread_mutex_t *lk = wlock_of(a->x.ct, a->x.oid, a->x.k);
 
 		pthread_mutex_lock(lk);
-		if ((rc = lease_take(&a->x)) == 0) {
+		lease_range_of(&a->x, want, nw);
+		if ((rc = lease_take_whole(&a->x)) == 0)
 			rc = rebuild_pieces(&a->x, want, nw);
-			lease_give(&a->x);
-		}
+		lease_give(&a->x);
 		pthread_mutex_unlock(lk);
 	}
 	if (rc == 0 && absent && !a->holes && !array_exists(&a->x))

@@ -74,9 +74,12 @@ enum net_op {
 	NET_OP_AGGREGATE,
 	NET_OP_HELLO,  /* data: the client's worker address; reply val: the session */
 	NET_OP_BYE,    /* end the header's session */
-	NET_OP_LEASE,  /* the write lease of an EC array (src/server/lease.h): off is the
-			* holder's token, len the ms asked for (0: give it back);
-			* -EBUSY while another holds it, reply val its ms left */
+	NET_OP_LEASE,  /* the write lease of an EC array (src/server/lease.h): epoch is
+			* the holder's token, off and len the members' range its
+			* write covers, max the ms asked for (0: give it back);
+			* -EBUSY while another holds it, reply val its ms left;
+			* granted, reply val 1 if the array is torn, and the data
+			* the torn range: u64 off, u64 end */
 	NET_OP_COUNT
 };
 
@@ -87,6 +90,8 @@ enum net_flag {
 	NET_F_REBUILD = 1u << 2,  /* an update or punch of rebuild: at the epoch the
 				   * arguments name, beneath what clients write now
 				   * (src/server/rebuild.c); needs admin rights */
+	NET_F_TORN = 1u << 3,     /* NET_OP_LEASE given back: the holder's write may be
+				   * half done, the next holder mends the array */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

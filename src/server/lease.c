@@ -1,7 +1,8 @@
 /*
  * Write leases of one target (lease.h): a chained hash table of keys, each
- * with its holder's token, session and expiry. Expired leases go when a
- * lookup passes them, or in a sweep when the table is full.
+ * with its holder's token, session and expiry. A key leaves the table only
+ * when its lease is given back whole; one that expires or whose session
+ * closes stays, marked torn, for the next holder.
  */
 #include "server/lease.h"
 
@@ -14,9 +15,12 @@
 
 struct lease {
 	struct lease *next;
-	uint64_t token;
-	uint64_t expires_us;
+	uint64_t token;      /* the holder's; 0: a torn mark, held by nobody */
+	uint64_t expires_us; /* a holder's; UINT64_MAX for a mark */
 	uint32_t session;
+	uint64_t off, end;   /* the holder's range */
+	bool torn;           /* a holder before this one did not give it back whole, */
+	uint64_t torn_off, torn_end; /* leaving this range torn */
 	uint16_t klen;
 	uint8_t key[];
 };
@@ -58,102 +62,98 @@ static bool key_is(const struct lease *l, const void *key, size_t klen)
 	return l->klen == klen && memcmp(l->key, key, klen) == 0;
 }
 
-/* Unlink and free *pp's lease; *pp then names the next. */
-static void unlink_at(struct lease_tab *t, struct lease **pp)
+/* l's holder is gone without giving it back whole: its range may be torn. */
+static void mark_torn(struct lease *l)
 {
-	struct lease *l = *pp;
-
-	*pp = l->next;
-	free(l);
-	t->n--;
-}
-
-static void sweep(struct lease_tab *t, uint64_t now_us)
-{
-	for (unsigned i = 0; i < t->nb; i++) {
-		struct lease **pp = &t->b[i];
-
-		while (*pp) {
-			if ((*pp)->expires_us <= now_us)
-				unlink_at(t, pp);
-			else
-				pp = &(*pp)->next;
-		}
+	if (!l->torn) {
+		l->torn_off = l->off;
+		l->torn_end = l->end;
+	} else {
+		if (l->off < l->torn_off)
+			l->torn_off = l->off;
+		if (l->end > l->torn_end)
+			l->torn_end = l->end;
 	}
+	l->torn = true;
+	l->token = 0;
+	l->expires_us = UINT64_MAX;
+	l->session = 0;
 }
 
-int lease_take(struct lease_tab *t, const void *key, size_t klen, uint64_t token, uint32_t session,
-	       uint64_t dur_ms, uint64_t now_us, uint64_t *left_ms)
+static struct lease **find(struct lease_tab *t, const void *key, size_t klen)
 {
+	struct lease **pp = &t->b[bucket_of(t, key, klen)];
+
+	while (*pp && !key_is(*pp, key, klen))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
+	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn)
+{
+	uint64_t dur_ms = a->dur_ms, token = a->token;
 	struct lease **pp, *l;
 
 	if (!token || !klen || klen > LEASE_KEY_MAX || !dur_ms)
 		return -EINVAL;
 	if (dur_ms > LEASE_MAX_MS)
 		dur_ms = LEASE_MAX_MS;
-	pp = &t->b[bucket_of(t, key, klen)];
-	while ((l = *pp)) {
-		if (l->expires_us <= now_us) {
-			unlink_at(t, pp);
-			continue;
+	pp = find(t, key, klen);
+	if ((l = *pp)) {
+		if (l->token && l->expires_us <= now_us)
+			mark_torn(l); /* its holder ran out of time mid-write */
+		if (l->token && l->token != token) {
+			*left_ms = (l->expires_us - now_us + 999) / 1000;
+			return -EBUSY;
 		}
-		if (key_is(l, key, klen)) {
-			if (l->token != token) {
-				*left_ms = (l->expires_us - now_us + 999) / 1000;
-				return -EBUSY;
-			}
-			l->expires_us = now_us + dur_ms * 1000;
-			l->session = session;
-			return 0;
-		}
-		pp = &l->next;
-	}
-	if (t->n >= t->max) {
-		sweep(t, now_us);
+	} else {
 		if (t->n >= t->max)
 			return -EAGAIN;
+		if (!(l = malloc(sizeof(*l) + klen)))
+			return -ENOMEM;
+		*l = (struct lease){.klen = (uint16_t)klen};
+		memcpy(l->key, key, klen);
+		*pp = l;
+		t->n++;
 	}
-	if (!(l = malloc(sizeof(*l) + klen)))
-		return -ENOMEM;
-	*l = (struct lease){.token = token, .expires_us = now_us + dur_ms * 1000,
-			    .session = session, .klen = (uint16_t)klen};
-	memcpy(l->key, key, klen);
-	l->next = *pp;
-	*pp = l;
-	t->n++;
+	l->token = token;
+	l->expires_us = now_us + dur_ms * 1000;
+	l->session = a->session;
+	l->off = a->off;
+	l->end = a->len > UINT64_MAX - a->off ? UINT64_MAX : a->off + a->len;
+	*torn = (struct lease_torn){.torn = l->torn, .off = l->torn_off, .end = l->torn_end};
 	return 0;
 }
 
-int lease_give(struct lease_tab *t, const void *key, size_t klen, uint64_t token)
+int lease_give(struct lease_tab *t, const void *key, size_t klen, uint64_t token, bool torn)
 {
-	if (!klen || klen > LEASE_KEY_MAX)
+	struct lease **pp, *l;
+
+	if (!token || !klen || klen > LEASE_KEY_MAX)
 		return -ENOENT;
-	for (struct lease **pp = &t->b[bucket_of(t, key, klen)]; *pp; pp = &(*pp)->next) {
-		if (key_is(*pp, key, klen)) {
-			if ((*pp)->token != token)
-				return -ENOENT;
-			unlink_at(t, pp);
-			return 0;
-		}
+	pp = find(t, key, klen);
+	if (!(l = *pp) || l->token != token)
+		return -ENOENT;
+	if (torn) {
+		mark_torn(l);
+	} else {
+		*pp = l->next;
+		free(l);
+		t->n--;
 	}
-	return -ENOENT;
+	return 0;
 }
 
 unsigned lease_drop_session(struct lease_tab *t, uint32_t session)
 {
 	unsigned n = 0;
 
-	for (unsigned i = 0; t->b && i < t->nb; i++) {
-		struct lease **pp = &t->b[i];
-
-		while (*pp) {
-			if ((*pp)->session == session) {
-				unlink_at(t, pp);
+	for (unsigned i = 0; t->b && i < t->nb; i++)
+		for (struct lease *l = t->b[i]; l; l = l->next)
+			if (l->token && l->session == session) {
+				mark_torn(l);
 				n++;
-			} else {
-				pp = &(*pp)->next;
 			}
-		}
-	}
 	return n;
 }

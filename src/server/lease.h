@@ -11,10 +11,19 @@
  * (capped at LEASE_MAX_MS), and ends at its release, at its expiry, or when
  * the session that took it closes (a client that died over tcp). The table
  * belongs to the target's thread: no locks.
+ *
+ * A holder names the range of the members' arrays its write covers. A
+ * lease that ends any other way than given back whole leaves that range
+ * **torn**: its holder may have died between a stripe's data and parity
+ * writes (the write hole). The key is kept, marked with the range (the
+ * union, when holders in turn leave it torn), and the next holder is told,
+ * so that it makes the parity there whole again before it writes, or
+ * gives the lease back torn if it cannot. A torn mark never expires.
  */
 #ifndef LODE_SERVER_LEASE_H
 #define LODE_SERVER_LEASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +31,20 @@
 #define LEASE_KEY_MAX 4096u   /* longest key: cont, oid and two keys of LODE_KEY_MAX fit */
 
 struct lease;
+
+/* What a taker asks for. */
+struct lease_ask {
+	uint64_t token;   /* the holder's, not 0 */
+	uint32_t session; /* the session it came on */
+	uint64_t dur_ms;  /* how long (capped at LEASE_MAX_MS) */
+	uint64_t off, len; /* the members' range its write covers */
+};
+
+/* What a taker is told: whether, and where, the array is torn. */
+struct lease_torn {
+	bool torn;
+	uint64_t off, end;
+};
 
 struct lease_tab {
 	struct lease **b; /* buckets */
@@ -34,18 +57,23 @@ int lease_tab_init(struct lease_tab *t, unsigned max);
 void lease_tab_fini(struct lease_tab *t);
 
 /*
- * Take (or renew, for the same token) the lease of key[0..klen) for dur_ms
- * from now_us. Returns 0, or -EBUSY with *left_ms the holder's time left,
- * -EINVAL (a zero token, an empty or too long key, a zero duration), -EAGAIN
- * (max leases are held and none has expired), -ENOMEM.
+ * Take (or renew, for the same token) the lease of key[0..klen) as a asks,
+ * from now_us. Returns 0 with *torn saying whether and where the array is
+ * torn, or -EBUSY with *left_ms the holder's time left, -EINVAL (a zero
+ * token, an empty or too long key, a zero duration), -EAGAIN (max leases
+ * and marks are held), -ENOMEM.
  */
-int lease_take(struct lease_tab *t, const void *key, size_t klen, uint64_t token, uint32_t session,
-	       uint64_t dur_ms, uint64_t now_us, uint64_t *left_ms);
+int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
+	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn);
 
-/* Give it back: 0, or -ENOENT (not held by token: expired, or another's). */
-int lease_give(struct lease_tab *t, const void *key, size_t klen, uint64_t token);
+/*
+ * Give it back, whole (torn false: the key is forgotten) or torn (marked
+ * for the next holder): 0, or -ENOENT (not held by token: expired, or
+ * another's).
+ */
+int lease_give(struct lease_tab *t, const void *key, size_t klen, uint64_t token, bool torn);
 
-/* End every lease the session holds (it closed). Returns how many. */
+/* End every lease the session holds (it closed), each left torn. Returns how many. */
 unsigned lease_drop_session(struct lease_tab *t, uint32_t session);
 
 #endif

@@ -992,9 +992,11 @@ static void session_open(struct srv_op *op)
 static uint64_t now_us(void);
 
 /*
- * NET_OP_LEASE: take (len ms) or give back (len 0) the write lease of the
- * array the key names, for the token in off. The lease's key is the
- * container, the object and both keys.
+ * NET_OP_LEASE: take (max ms) or give back (max 0; NET_F_TORN: torn) the
+ * write lease of the array the key names, for the token in epoch, the
+ * write covering [off, off + len) of the members. The lease's key is the
+ * container, the object and both keys. A lease granted answers 1 if the
+ * array is torn, with the torn range as data.
  */
 static void op_lease(struct srv_op *op)
 {
@@ -1018,11 +1020,25 @@ static void op_lease(struct srv_op *op)
 	*p++ = (uint8_t)(a->akey_len >> 8);
 	memcpy(p, a->akey, a->akey_len);
 	p += a->akey_len;
-	if (a->len == 0)
-		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), a->off);
-	else
-		op->rc = lease_take(&op->t->leases, key, (size_t)(p - key), a->off, op->hdr.session,
-				    a->len, now_us(), &op->val);
+	if (a->max == 0) {
+		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), a->epoch,
+				    op->hdr.flags & NET_F_TORN);
+	} else {
+		struct lease_ask ask = {.token = a->epoch, .session = op->hdr.session,
+					.dur_ms = a->max, .off = a->off, .len = a->len};
+		struct lease_torn torn = {0};
+
+		op->rc = lease_take(&op->t->leases, key, (size_t)(p - key), &ask, now_us(), &op->val,
+				    &torn);
+		if (op->rc == 0 && (op->val = torn.torn) && op_buf(op, 16)) {
+			for (int i = 0; i < 8; i++) {
+				op->buf[i] = (uint8_t)(torn.off >> (8 * i));
+				op->buf[8 + i] = (uint8_t)(torn.end >> (8 * i));
+			}
+			op->data = op->buf;
+			op->data_len = 16;
+		}
+	}
 }
 
 /* Start the op: returns after queuing work or sending the reply. */

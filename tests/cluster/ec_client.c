@@ -35,6 +35,15 @@
  *                                 the member itself; the data cells hold
  *                                 their writer's bytes, and the parity
  *                                 cells are the code of the data cells.
+ *   tear ADDR CONT CLASS N        a writer that dies mid-write: takes the
+ *                                 array's lease, writes writer 0's bytes of
+ *                                 stripes 0..N-1 into data member 0 alone
+ *                                 (no parity), and exits holding the lease.
+ *   pick ADDR CONT CLASS ENGINE   the first race object index from 100 up
+ *                                 whose data member 0 is on engine ENGINE.
+ *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
+ *                                 through the EC path; prints the result.
+ * The race commands work on race object $RACE_OBJ (1 if unset).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "ec/ec.h"
@@ -475,9 +485,16 @@ static void members(struct ctx *x, unsigned i)
 #define RACE_OFF 8192u /* in the cell */
 #define RACE_LEN 4096u
 
+static uint32_t race_obj(void)
+{
+	const char *e = getenv("RACE_OBJ");
+
+	return e && *e ? (uint32_t)strtoul(e, NULL, 10) : 1;
+}
+
 static struct lode_oid race_oid(const struct ctx *x)
 {
-	return lode_oid_make(LODE_OT_ARRAY, x->cls, 0x4ace, 1);
+	return lode_oid_make(LODE_OT_ARRAY, x->cls, 0x4ace, race_obj());
 }
 
 static uint64_t race_seed(unsigned who, unsigned s)
@@ -563,6 +580,97 @@ static int cmd_parity(struct ctx *x, const struct layout_class *lc, unsigned n)
 	return bad ? 1 : 0;
 }
 
+/* Send a pinned request of the race array to member m; its result. */
+static int race_raw(struct ctx *x, uint16_t op, unsigned m, uint64_t off, uint64_t len,
+		    const void *out)
+{
+	struct creq *r = conn_key_req(x->ct, op, race_oid(x), &akey);
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	r->pinned = true;
+	r->member = (uint8_t)m;
+	r->a.off = off;
+	r->a.len = len;
+	if (out && (rc = conn_value_out(r, out, len)) < 0) {
+		creq_free(r);
+		return rc;
+	}
+	return creq_submit(r, NULL, NULL);
+}
+
+static int cmd_tear(struct ctx *x, const struct layout_class *lc, unsigned n)
+{
+	uint8_t buf[RACE_LEN];
+	int rc;
+
+	struct creq *r = conn_key_req(x->ct, NET_OP_LEASE, race_oid(x), &akey);
+
+	/* The lease lives on the first parity member while all are UP; the
+	 * write covers stripes 0..n-1 of every member. */
+	if (!r)
+		return 1;
+	r->pinned = true;
+	r->member = (uint8_t)lc->k;
+	r->a.epoch = 0x7ea7; /* the token */
+	r->a.off = 0;
+	r->a.len = (uint64_t)n * (64u << 10);
+	r->a.max = 60000;
+	if ((rc = creq_submit(r, NULL, NULL)) < 0) {
+		printf("FAIL tear: the lease: %d (%s)\n", rc, lode_strerror(rc));
+		return 1;
+	}
+	for (unsigned s = 0; s < n; s++) {
+		fill(buf, sizeof(buf), race_seed(0, s));
+		if ((rc = race_raw(x, NET_OP_ARR_UPDATE, 0, (uint64_t)s * (64u << 10) + RACE_OFF,
+				   RACE_LEN, buf)) < 0) {
+			printf("FAIL tear: stripe %u: %d (%s)\n", s, rc, lode_strerror(rc));
+			return 1;
+		}
+	}
+	printf("ok   data member 0 of %u stripes written, no parity, the lease held\n", n);
+	fflush(stdout);
+	_exit(0); /* no give-back, no goodbye: as a crash */
+}
+
+static int cmd_pick(struct ctx *x, const struct layout_class *lc, uint32_t engine)
+{
+	for (uint32_t i = 100; i < 100000; i++) {
+		struct layout_group g;
+		bool hit = false;
+
+		pthread_mutex_lock(&x->ct->c->lock);
+		if (layout_dkey_place(x->ct->c->map, lode_oid_make(LODE_OT_ARRAY, x->cls, 0x4ace, i),
+				      lc, conn_dkey_hash("d", 1), &g) == 0)
+			hit = g.shard[0].engine == engine;
+		pthread_mutex_unlock(&x->ct->c->lock);
+		if (hit) {
+			printf("%u\n", i);
+			return 0;
+		}
+	}
+	printf("FAIL no object has member 0 on engine %u\n", engine);
+	return 1;
+}
+
+static int cmd_rread(struct ctx *x, unsigned n)
+{
+	uint8_t buf[RACE_LEN];
+
+	for (unsigned s = 0; s < n; s++) {
+		int rc = lode_obj_read(x->ct, race_oid(x), LODE_EPOCH_MAX, &akey,
+				       (uint64_t)s * x->stripe + RACE_OFF, buf, sizeof(buf), NULL);
+
+		if (rc < 0) {
+			printf("FAIL read of stripe %u: %d (%s)\n", s, rc, lode_strerror(rc));
+			return 1;
+		}
+	}
+	printf("ok   %u stripes read\n", n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m;
@@ -579,7 +687,10 @@ int main(int argc, char **argv)
 				"       ec_client stream ADDR CONT CLASS SECS\n"
 				"       ec_client check ADDR CONT CLASS N\n"
 				"       ec_client race ADDR CONT CLASS WHO N\n"
-				"       ec_client parity ADDR CONT CLASS N\n");
+				"       ec_client parity ADDR CONT CLASS N\n"
+				"       ec_client tear ADDR CONT CLASS N\n"
+				"       ec_client pick ADDR CONT CLASS ENGINE\n"
+				"       ec_client rread ADDR CONT CLASS N\n");
 		return 2;
 	}
 	/* A line at a time: a failure's exit may skip stdio's flush (LeakSanitizer
@@ -593,6 +704,12 @@ int main(int argc, char **argv)
 			      (unsigned)strtoul(argv[6], NULL, 10));
 	} else if (!strcmp(argv[1], "parity")) {
 		rc = cmd_parity(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "tear")) {
+		rc = cmd_tear(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "pick")) {
+		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "rread")) {
+		rc = cmd_rread(&x, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (ops) {
 		x.seed = strtoull(argv[5], NULL, 10);
 		x.upper = strcmp(argv[1], "ops") != 0;

@@ -11,7 +11,10 @@
 #     writer's last write and every parity cell is the code of the data
 #     cells, read from the members themselves (the write lease; the
 #     EC_4P2 case fails without it); a writer killed holding the lease does
-#     not hold up the next;
+#     not hold up the next; one that dies between a stripe's data and
+#     parity leaves the array torn: the next writer mends every stripe's
+#     parity, and a degraded read of a torn array fails (-EIO) rather
+#     than return bytes rebuilt from parity that does not match;
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
 #     front); an encrypted EC container
 #     is refused;
@@ -92,6 +95,25 @@ sleep 1.5
 kill -9 "$kpid"
 wait "$kpid" 2>/dev/null
 LODE_TIMEOUT_MS=2000 C "a writer after one killed holding the lease" race "$a_addr" c21 EC_2P1 1 50
+
+# ---- a writer that dies between data and parity: the next holder mends ----
+export RACE_OBJ=2
+C "writer 1 of a fresh array, 40 stripes" race "$a_addr" c21 EC_2P1 1 40
+C "a writer writes data member 0 of them, no parity, and dies holding the lease" \
+	tear "$a_addr" c21 EC_2P1 40
+check "... the parity no longer matches the data" 1 "$client" parity "$a_addr" c21 EC_2P1 40
+C "the next writer (of one stripe) is told the array is torn, and mends it" \
+	race "$a_addr" c21 EC_2P1 1 1
+C "every stripe's parity is the code of its data again" parity "$a_addr" c21 EC_2P1 40
+# One more, torn and left so, whose data member 0 is on f (engine 5): once
+# f is dead, its reads cannot be mended and must fail, not return bytes
+# rebuilt from parity that does not match.
+RACE_OBJ=$("$client" pick "$a_addr" c21 EC_2P1 5 | tail -n 1)
+C "an array with data member 0 on f" race "$a_addr" c21 EC_2P1 1 4
+C "... torn by a writer that dies" tear "$a_addr" c21 EC_2P1 4
+C "... reads while f lives" rread "$a_addr" c21 EC_2P1 4
+torn_obj=$RACE_OBJ
+unset RACE_OBJ
 check "a container of class EC_8P2 on six engines" 0 A cont create c82 --class EC_8P2
 grep -q "until 4 more join" "$dir/err" && echo "ok   ... with a note that it needs 4 more" &&
 	pass=$((pass + 1)) || failed "no note on EC_8P2's engines: $(cat "$dir/err")"
@@ -130,6 +152,10 @@ cat "$dir/stream.out"
 [ "$rc" -eq 0 ] || failed "EC_2P1 stream across kill -9 exited $rc"
 n=$(sed -n 's/^count //p' "$dir/stream.out")
 wait_state "killed f is DOWN" 5 DOWN 10
+RACE_OBJ=$torn_obj check "a torn array with its data member lost fails to read" 1 \
+	"$client" rread "$a_addr" c21 EC_2P1 4
+grep -q "Input/output error" "$dir/out" && echo "ok   ... with -EIO" && pass=$((pass + 1)) ||
+	failed "not -EIO: $(cat "$dir/out")"
 
 # ---- degraded: five engines, EC_4P2 groups have no replacement ----
 C "EC_2P1 reads back degraded" verify "$a_addr" c21 EC_2P1 2 300

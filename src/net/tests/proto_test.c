@@ -62,7 +62,7 @@ static const struct op_spec {
 	{NET_OP_AGGREGATE, "aggregate", NET_FLD_CONT | NET_FLD_EPOCH, 0},
 	{NET_OP_HELLO, "hello", 0, 0},
 	{NET_OP_BYE, "bye", 0, 0},
-	{NET_OP_LEASE, "lease", K | NET_FLD_OFF | NET_FLD_LEN, 0},
+	{NET_OP_LEASE, "lease", K | NET_FLD_EPOCH | NET_FLD_OFF | NET_FLD_LEN | NET_FLD_MAX, 0},
 };
 #define NSPEC (sizeof(op_spec) / sizeof(op_spec[0]))
 

@@ -1,9 +1,10 @@
 /*
  * Tests for the write-lease table of a target (src/server/lease.c): a lease
  * is granted, refused to another token with the holder's time left, renewed
- * by its own token, given back only by its holder, taken over once it
- * expired, dropped with its session; bad arguments; a full table refuses
- * until leases expire; many keys in one table keep apart.
+ * by its own token, given back only by its holder; a lease that expires,
+ * whose session closes or that is given back torn leaves the array marked
+ * torn for the next holder, with the range its holders wrote, until one
+ * gives it back whole; bad arguments; a full table refuses new keys.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,50 +20,130 @@
 
 #define MS 1000ull /* µs */
 
+static struct lease_torn last; /* what the last take was told */
+
+/* Take key for token, for the range [0, 4096); *torn as the table says. */
+static int take(struct lease_tab *t, const char *key, uint64_t token, uint32_t session,
+		uint64_t dur_ms, uint64_t now_us, uint64_t *left, bool *torn)
+{
+	struct lease_ask a = {.token = token, .session = session, .dur_ms = dur_ms, .len = 4096};
+	int rc;
+
+	last = (struct lease_torn){0};
+	rc = lease_take(t, key, strlen(key), &a, now_us, left, &last);
+	*torn = last.torn;
+	return rc;
+}
+
+/* The same for the range [off, off + len). */
+static int take_range(struct lease_tab *t, const char *key, uint64_t token, uint64_t off,
+		      uint64_t len, uint64_t now_us)
+{
+	struct lease_ask a = {.token = token, .session = 1, .dur_ms = 100, .off = off, .len = len};
+	uint64_t left;
+
+	last = (struct lease_torn){0};
+	return lease_take(t, key, strlen(key), &a, now_us, &left, &last);
+}
+
 static void test_take_give(void **state)
 {
 	struct lease_tab t;
 	uint64_t left = 0;
+	bool torn;
 
 	(void)state;
 	assert_int_equal(lease_tab_init(&t, 16), 0);
-	assert_int_equal(lease_take(&t, "a", 1, 7, 1, 100, 0, &left), 0);
+	assert_int_equal(take(&t, "a", 7, 1, 100, 0, &left, &torn), 0);
+	assert_false(torn);
 	/* Another token waits; it is told how long the holder has left. */
-	assert_int_equal(lease_take(&t, "a", 1, 8, 2, 100, 40 * MS, &left), -EBUSY);
+	assert_int_equal(take(&t, "a", 8, 2, 100, 40 * MS, &left, &torn), -EBUSY);
 	assert_int_equal(left, 60);
 	/* Another key is free. */
-	assert_int_equal(lease_take(&t, "b", 1, 8, 2, 100, 40 * MS, &left), 0);
+	assert_int_equal(take(&t, "b", 8, 2, 100, 40 * MS, &left, &torn), 0);
 	/* The holder renews: the lease now ends at 150 ms. */
-	assert_int_equal(lease_take(&t, "a", 1, 7, 1, 100, 50 * MS, &left), 0);
-	assert_int_equal(lease_take(&t, "a", 1, 8, 2, 100, 120 * MS, &left), -EBUSY);
+	assert_int_equal(take(&t, "a", 7, 1, 100, 50 * MS, &left, &torn), 0);
+	assert_int_equal(take(&t, "a", 8, 2, 100, 120 * MS, &left, &torn), -EBUSY);
 	assert_int_equal(left, 30);
-	/* Only the holder gives it back. */
-	assert_int_equal(lease_give(&t, "a", 1, 8), -ENOENT);
-	assert_int_equal(lease_give(&t, "a", 1, 7), 0);
-	assert_int_equal(lease_give(&t, "a", 1, 7), -ENOENT);
-	assert_int_equal(lease_take(&t, "a", 1, 8, 2, 100, 120 * MS, &left), 0);
+	/* Only the holder gives it back; given back whole, the key is gone. */
+	assert_int_equal(lease_give(&t, "a", 1, 8, false), -ENOENT);
+	assert_int_equal(lease_give(&t, "a", 1, 7, false), 0);
+	assert_int_equal(t.n, 1);
+	assert_int_equal(lease_give(&t, "a", 1, 7, false), -ENOENT);
+	assert_int_equal(take(&t, "a", 8, 2, 100, 120 * MS, &left, &torn), 0);
+	assert_false(torn);
 	assert_int_equal(t.n, 2);
 	lease_tab_fini(&t);
 }
 
-static void test_expiry(void **state)
+static void test_expiry_tears(void **state)
 {
 	struct lease_tab t;
 	uint64_t left = 0;
+	bool torn;
 
 	(void)state;
 	assert_int_equal(lease_tab_init(&t, 16), 0);
-	assert_int_equal(lease_take(&t, "k", 1, 1, 1, 10, 0, &left), 0);
-	assert_int_equal(lease_take(&t, "k", 1, 2, 2, 10, 9 * MS, &left), -EBUSY);
+	assert_int_equal(take(&t, "k", 1, 1, 10, 0, &left, &torn), 0);
+	assert_int_equal(take(&t, "k", 2, 2, 10, 9 * MS, &left, &torn), -EBUSY);
 	assert_int_equal(left, 1);
-	/* Expired at 10 ms: the next token takes it, the old one cannot give it back. */
-	assert_int_equal(lease_take(&t, "k", 1, 2, 2, 10, 10 * MS, &left), 0);
-	assert_int_equal(lease_give(&t, "k", 1, 1), -ENOENT);
+	/* Ran out at 10 ms: the next token takes it and is told it is torn; the
+	 * old one cannot give it back. */
+	assert_int_equal(take(&t, "k", 2, 2, 10, 10 * MS, &left, &torn), 0);
+	assert_true(torn);
+	assert_int_equal(lease_give(&t, "k", 1, 1, false), -ENOENT);
+	/* Still torn while held: renewing says so too. */
+	assert_int_equal(take(&t, "k", 2, 2, 10, 11 * MS, &left, &torn), 0);
+	assert_true(torn);
+	/* Given back whole (the holder mended it): forgotten. */
+	assert_int_equal(lease_give(&t, "k", 1, 2, false), 0);
+	assert_int_equal(t.n, 0);
+	assert_int_equal(take(&t, "k", 3, 3, 10, 12 * MS, &left, &torn), 0);
+	assert_false(torn);
+	/* Given back torn (could not mend it): the next holder is told. */
+	assert_int_equal(lease_give(&t, "k", 1, 3, true), 0);
 	assert_int_equal(t.n, 1);
+	assert_int_equal(take(&t, "k", 4, 3, 10, 13 * MS, &left, &torn), 0);
+	assert_true(torn);
 	/* A duration past the cap is cut to it. */
-	assert_int_equal(lease_take(&t, "long", 4, 3, 1, UINT64_MAX / 2000, 0, &left), 0);
-	assert_int_equal(lease_take(&t, "long", 4, 4, 1, 10, 1 * MS, &left), -EBUSY);
+	assert_int_equal(take(&t, "long", 3, 1, UINT64_MAX / 2000, 0, &left, &torn), 0);
+	assert_int_equal(take(&t, "long", 4, 1, 10, 1 * MS, &left, &torn), -EBUSY);
 	assert_int_equal(left, LEASE_MAX_MS - 1);
+	lease_tab_fini(&t);
+}
+
+/* A torn mark says where; holders that leave it torn in turn widen it. */
+static void test_torn_range(void **state)
+{
+	struct lease_tab t;
+
+	(void)state;
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	assert_int_equal(take_range(&t, "r", 1, 65536, 131072, 0), 0);
+	assert_false(last.torn);
+	assert_int_equal(lease_give(&t, "r", 1, 1, true), 0);
+	assert_int_equal(take_range(&t, "r", 2, 0, 65536, 1 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(last.off, 65536);
+	assert_int_equal(last.end, 196608);
+	/* This holder runs out of time too: the mark covers both ranges. */
+	assert_int_equal(take_range(&t, "r", 3, 1 << 20, 65536, 200 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(last.off, 0);
+	assert_int_equal(last.end, 196608);
+	assert_int_equal(lease_give(&t, "r", 1, 3, true), 0);
+	assert_int_equal(take_range(&t, "r", 4, 0, 1, 201 * MS), 0);
+	assert_int_equal(last.off, 0);
+	assert_int_equal(last.end, (1 << 20) + 65536);
+	/* Mended and given back whole: forgotten. A range to the end of the
+	 * address space does not wrap. */
+	assert_int_equal(lease_give(&t, "r", 1, 4, false), 0);
+	assert_int_equal(take_range(&t, "r", 5, 10, UINT64_MAX, 202 * MS), 0);
+	assert_false(last.torn);
+	assert_int_equal(lease_give(&t, "r", 1, 5, true), 0);
+	assert_int_equal(take_range(&t, "r", 6, 0, 1, 203 * MS), 0);
+	assert_int_equal(last.off, 10);
+	assert_true(last.end == UINT64_MAX);
 	lease_tab_fini(&t);
 }
 
@@ -70,22 +151,23 @@ static void test_session(void **state)
 {
 	struct lease_tab t;
 	uint64_t left = 0;
+	bool torn;
 	char key[16];
 
 	(void)state;
 	assert_int_equal(lease_tab_init(&t, 64), 0);
 	for (int i = 0; i < 40; i++) {
 		snprintf(key, sizeof(key), "key-%d", i);
-		assert_int_equal(lease_take(&t, key, strlen(key), 100 + i, 1 + i % 2, 1000, 0, &left),
-				 0);
+		assert_int_equal(take(&t, key, 100 + i, 1 + i % 2, 1000, 0, &left, &torn), 0);
 	}
 	assert_int_equal(lease_drop_session(&t, 2), 20);
-	assert_int_equal(t.n, 20);
+	assert_int_equal(t.n, 40); /* marked, not forgotten */
+	assert_int_equal(lease_drop_session(&t, 2), 0);
 	for (int i = 0; i < 40; i++) {
 		snprintf(key, sizeof(key), "key-%d", i);
-		/* Session 2's (odd i) are free; session 1's still held. */
-		assert_int_equal(lease_take(&t, key, strlen(key), 999, 3, 1000, 1, &left),
-				 i % 2 ? 0 : -EBUSY);
+		/* Session 2's (odd i) are free and torn; session 1's still held. */
+		assert_int_equal(take(&t, key, 999, 3, 1000, 1, &left, &torn), i % 2 ? 0 : -EBUSY);
+		assert_int_equal(torn, i % 2 == 1);
 	}
 	assert_int_equal(lease_drop_session(&t, 7), 0);
 	lease_tab_fini(&t);
@@ -95,22 +177,31 @@ static void test_bad_and_full(void **state)
 {
 	struct lease_tab t;
 	uint64_t left = 0;
+	bool torn = false;
 	static uint8_t big[LEASE_KEY_MAX + 1];
 
 	(void)state;
 	assert_int_equal(lease_tab_init(&t, 2), 0);
-	assert_int_equal(lease_take(&t, "a", 1, 0, 1, 10, 0, &left), -EINVAL);
-	assert_int_equal(lease_take(&t, "a", 0, 1, 1, 10, 0, &left), -EINVAL);
-	assert_int_equal(lease_take(&t, "a", 1, 1, 1, 0, 0, &left), -EINVAL);
-	assert_int_equal(lease_take(&t, big, sizeof(big), 1, 1, 10, 0, &left), -EINVAL);
-	assert_int_equal(lease_give(&t, big, sizeof(big), 1), -ENOENT);
-	assert_int_equal(lease_take(&t, "a", 1, 1, 1, 10, 0, &left), 0);
-	assert_int_equal(lease_take(&t, "b", 1, 1, 1, 20, 0, &left), 0);
-	/* Full while both live; once "a" expired, the sweep makes room. */
-	assert_int_equal(lease_take(&t, "c", 1, 1, 1, 10, 5 * MS, &left), -EAGAIN);
-	assert_int_equal(lease_take(&t, "c", 1, 1, 1, 10, 10 * MS, &left), 0);
+	assert_int_equal(take(&t, "a", 0, 1, 10, 0, &left, &torn), -EINVAL);
+	assert_int_equal(lease_take(&t, "a", 0, &(struct lease_ask){.token = 1, .dur_ms = 10}, 0,
+				    &left, &last),
+			 -EINVAL);
+	assert_int_equal(take(&t, "a", 1, 1, 0, 0, &left, &torn), -EINVAL);
+	assert_int_equal(lease_take(&t, big, sizeof(big), &(struct lease_ask){.token = 1, .dur_ms = 10},
+				    0, &left, &last),
+			 -EINVAL);
+	assert_int_equal(lease_give(&t, big, sizeof(big), 1, false), -ENOENT);
+	assert_int_equal(lease_give(&t, "a", 1, 0, false), -ENOENT);
+	assert_int_equal(take(&t, "a", 1, 1, 10, 0, &left, &torn), 0);
+	assert_int_equal(take(&t, "b", 1, 1, 20, 0, &left, &torn), 0);
+	/* Full: a new key waits for a lease given back whole. An expired one
+	 * stays, as a torn mark. */
+	assert_int_equal(take(&t, "c", 1, 1, 10, 15 * MS, &left, &torn), -EAGAIN);
+	assert_int_equal(lease_give(&t, "b", 1, 1, false), 0);
+	assert_int_equal(take(&t, "c", 1, 1, 10, 15 * MS, &left, &torn), 0);
 	assert_int_equal(t.n, 2);
-	assert_int_equal(lease_take(&t, "b", 1, 2, 1, 10, 10 * MS, &left), -EBUSY);
+	assert_int_equal(take(&t, "a", 2, 1, 10, 15 * MS, &left, &torn), 0);
+	assert_true(torn);
 	lease_tab_fini(&t);
 }
 
@@ -118,7 +209,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_take_give),
-		cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_expiry_tears),
+		cmocka_unit_test(test_torn_range),
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_bad_and_full),
 	};
