@@ -528,7 +528,8 @@ int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
  * in and cap, where a fetch's value or a list's items land; an, a list's
  * cursor (its tgt is not used). val gets the reply's value (a fetched
  * value's full length, an array's size, a list's count), in_len the bytes
- * received.
+ * received. NET_OP_LEASE: epoch is the token, max the ms (0: give back,
+ * torn: with NET_F_TORN), in and cap where the torn range lands.
  */
 struct conn_tgt_io {
 	lode_epoch_t epoch;
@@ -538,6 +539,8 @@ struct conn_tgt_io {
 	size_t cap;
 	struct lode_anchor *an;
 	bool rebuild;
+	uint32_t max;
+	bool torn;
 	uint64_t val;
 	size_t in_len;
 };

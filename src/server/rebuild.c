@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ struct rebuild {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool stop, joined;
+	uint32_t torn_told;            /* the map version torn arrays were logged for */
 	struct mgmt_rebuild_info info; /* under mu */
 };
 
@@ -83,6 +85,8 @@ struct pass {
 	uint8_t akeys[64 << 10];   /* a batch of akeys */
 	struct ec_codec *codec[3]; /* EC_2P1, EC_4P2, EC_8P2, made at the first need */
 	bool exdev;                /* an EC group was left as it is (see dkey_ec) */
+	bool torn;                 /* an EC array was left torn (see ec_lease) */
+	uint64_t token;            /* this pass's lease token */
 	uint8_t *ecbuf;            /* EC pieces: 2 (k + p) x EC_PIECE */
 };
 
@@ -396,12 +400,184 @@ static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t 
 	return 0;
 }
 
-/* An array akey: every lost member's cells, range by range. */
+/*
+ * The array's write lease, taken as a writer takes it (src/client/ec_io.c,
+ * docs/decisions/0015): on the first live member, parity first, for the
+ * members' range [at_off, at_off + at_len), so that no client writes the
+ * array while those cells are rebuilt. *host gets the member's target
+ * (-1: none taken). A busy lease is asked for again for up to
+ * EC_LEASE_WAIT_MS, then -EAGAIN (the pass again). size: the most any
+ * live member holds.
+ *
+ * A torn array (a writer died between data and parity) cannot be rebuilt
+ * from its parity. With every data member live, its torn range's parity
+ * is made whole from the data first (what a writer would do); with one
+ * lost, nothing can: the lease goes back torn, the array is left, and the
+ * pass fails at its end (1 returned here; the pass -ENOTRECOVERABLE), so
+ * the engine stays DOWN and clients
+ * get -EIO for that array's degraded reads rather than cells rebuilt from
+ * parity that matches nothing.
+ */
+#define EC_LEASE_MS 60000
+#define EC_LEASE_WAIT_MS 30000
+
+static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oid,
+		    const struct lode_key *k, uint64_t at_off, uint64_t at_len, uint64_t size,
+		    int *host)
+{
+	unsigned nk = g->cls->k, nm = nk + g->cls->p;
+	int64_t until = now_ms() + EC_LEASE_WAIT_MS;
+	uint8_t range[16];
+	struct conn_tgt_io io;
+	uint64_t off = 0, end = UINT64_MAX;
+	int rc;
+
+	*host = -1;
+	for (unsigned i = 0; i < nm && *host < 0; i++)
+		if (g->m.tgt[(nk + i) % nm] >= 0)
+			*host = g->m.tgt[(nk + i) % nm];
+	if (*host < 0)
+		return -EIO;
+	for (;;) {
+		io = (struct conn_tgt_io){.epoch = p->token, .off = at_off, .len = at_len,
+					  .max = EC_LEASE_MS, .in = range, .cap = sizeof(range)};
+		rc = conn_tgt_io(p->ct, (unsigned)*host, NET_OP_LEASE, oid, k, &io);
+		if (rc != -EBUSY)
+			break;
+		if (now_ms() > until || stopping(p->rb)) {
+			*host = -1;
+			return -EAGAIN;
+		}
+		nap(p->rb, 5);
+	}
+	if (rc < 0) {
+		*host = -1;
+		return rc;
+	}
+	if (!(io.val & 1))
+		return 0;
+	if (io.in_len == sizeof(range)) {
+		off = end = 0;
+		for (int i = 7; i >= 0; i--) {
+			off = off << 8 | range[i];
+			end = end << 8 | range[8 + i];
+		}
+	}
+	if (end > size)
+		end = size;
+	for (unsigned c = 0; c < nk; c++) {
+		if (g->m.tgt[c] < 0) {
+			if (p->rb->torn_told != p->version)
+				srv_log("rebuild for pool map version %u: object %016llx.%016llx is "
+					"torn (a writer died mid-write) and its data member %u is "
+					"lost: left degraded",
+					p->version, (unsigned long long)oid.hi,
+					(unsigned long long)oid.lo, c);
+			p->torn = true;
+			return 1;
+		}
+	}
+	/* Every data member is live: the torn range's parity from the data. */
+	for (uint64_t at = off; at < end; at += EC_PIECE) {
+		uint64_t n = end - at < EC_PIECE ? end - at : EC_PIECE;
+		uint8_t src[EC_K_MAX], *data[EC_K_MAX], *par[EC_P_MAX];
+
+		for (unsigned c = 0; c < nk; c++) {
+			src[c] = (uint8_t)c;
+			data[c] = p->ecbuf + (size_t)c * EC_PIECE;
+		}
+		for (unsigned j = 0; j < g->cls->p; j++)
+			par[j] = p->ecbuf + (size_t)(nk + j) * EC_PIECE;
+		if ((rc = ec_read_srcs(p, g, src, oid, k, at, n, p->ecbuf)) < 0 ||
+		    (rc = ec_encode(g->codec, data, par, n)) < 0)
+			return rc;
+		for (unsigned j = 0; j < g->cls->p; j++) {
+			struct conn_tgt_io wr = {.epoch = LODE_EPOCH_MAX, .off = at, .len = n,
+						 .out = par[j]};
+
+			if (g->m.tgt[nk + j] >= 0 &&
+			    (rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[nk + j], NET_OP_ARR_UPDATE, oid,
+					      k, &wr)) < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Give the lease back (torn: the array stays marked for a writer to mend). */
+static void ec_lease_give(struct pass *p, int host, struct lode_oid oid, const struct lode_key *k,
+			  bool torn)
+{
+	struct conn_tgt_io io = {.epoch = p->token, .torn = torn};
+
+	if (host >= 0)
+		(void)conn_tgt_io(p->ct, (unsigned)host, NET_OP_LEASE, oid, k, &io);
+}
+
+/* The lost cells of [off, off + n) on every member, rebuilt from the sources src[0, ns). */
+static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oid,
+		    const struct lode_key *k, const uint8_t *src, unsigned ns, uint32_t want,
+		    uint64_t off, uint64_t n)
+{
+	unsigned nm = g->cls->k + g->cls->p;
+	uint8_t *a = p->ecbuf, *b = p->ecbuf + (size_t)nm * EC_PIECE;
+	uint8_t *cells[EC_CELLS_MAX] = {0};
+	uint32_t present = 0;
+	int tries = 0, rc;
+
+	for (unsigned s = 0; s < ns; s++) {
+		cells[src[s]] = a + (size_t)s * EC_PIECE;
+		present |= 1u << src[s];
+	}
+	for (unsigned m = 0, o = ns; m < nm; m++)
+		if (want & 1u << m)
+			cells[m] = a + (size_t)o++ * EC_PIECE;
+	if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, a)) < 0)
+		return rc;
+	for (;;) {
+		if ((rc = ec_reconstruct(g->codec, cells, present, want, n)) < 0)
+			return rc;
+		/* Read again: a write that changed a source meanwhile makes the
+		 * rebuilt cells wrong; then rebuild from the new bytes. (Writers
+		 * take the lease, which this holds; a writer of an older build
+		 * would not.) */
+		if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, b)) < 0)
+			return rc;
+		bool same = true;
+
+		for (unsigned s = 0; s < ns && same; s++)
+			same = !memcmp(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
+		if (same)
+			break;
+		if (++tries >= EC_TRIES)
+			return -EAGAIN; /* writes keep changing it: the pass again */
+		for (unsigned s = 0; s < ns; s++)
+			memcpy(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
+	}
+	for (unsigned m = 0; m < nm; m++) {
+		struct conn_tgt_io wr = {.epoch = p->epoch, .off = off, .len = n, .out = cells[m],
+					 .rebuild = true};
+
+		if (!(want & 1u << m) || all_zero(cells[m], n))
+			continue;
+		if ((rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, oid, k, &wr)) <
+		    0)
+			return rc;
+		count(p->rb, 0, n);
+	}
+	return 0;
+}
+
+/*
+ * An array akey: every lost member's cells, piece by piece, each under the
+ * array's lease (held for one piece at a time, so that writers of a large
+ * array wait for a piece, not for the whole array).
+ */
 static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oid,
 		    const struct lode_key *k)
 {
 	unsigned nk = g->cls->k, nm = nk + g->cls->p, ns = 0;
-	uint8_t src[EC_CELLS_MAX], *a = p->ecbuf, *b = p->ecbuf + (size_t)nm * EC_PIECE;
+	uint8_t src[EC_CELLS_MAX];
 	uint64_t size = 0;
 	uint32_t want = 0;
 	int rc;
@@ -431,48 +607,16 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			return rc;
 	for (uint64_t off = 0; off < size && want && !stopping(p->rb); off += EC_PIECE) {
 		uint64_t n = size - off < EC_PIECE ? size - off : EC_PIECE;
-		uint8_t *cells[EC_CELLS_MAX] = {0};
-		uint32_t present = 0;
-		int tries = 0;
+		int host;
 
-		for (unsigned s = 0; s < ns; s++) {
-			cells[src[s]] = a + (size_t)s * EC_PIECE;
-			present |= 1u << src[s];
-		}
-		for (unsigned m = 0, o = ns; m < nm; m++)
-			if (want & 1u << m)
-				cells[m] = a + (size_t)o++ * EC_PIECE;
-		if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, a)) < 0)
+		rc = ec_lease(p, g, oid, k, off, n, size, &host);
+		if (rc == 0)
+			rc = ec_piece(p, g, oid, k, src, ns, want, off, n);
+		ec_lease_give(p, host, oid, k, rc != 0);
+		if (rc > 0)
+			return 0; /* torn, and left so: the pass fails at its end */
+		if (rc < 0)
 			return rc;
-		for (;;) {
-			if ((rc = ec_reconstruct(g->codec, cells, present, want, n)) < 0)
-				return rc;
-			/* Read again: a write that changed a source meanwhile makes
-			 * the rebuilt cells wrong; then rebuild from the new bytes. */
-			if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, b)) < 0)
-				return rc;
-			bool same = true;
-
-			for (unsigned s = 0; s < ns && same; s++)
-				same = !memcmp(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
-			if (same)
-				break;
-			if (++tries >= EC_TRIES)
-				return -EAGAIN; /* writes keep changing it: the pass again */
-			for (unsigned s = 0; s < ns; s++)
-				memcpy(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
-		}
-		for (unsigned m = 0; m < nm; m++) {
-			struct conn_tgt_io wr = {.epoch = p->epoch, .off = off, .len = n,
-						 .out = cells[m], .rebuild = true};
-
-			if (!(want & 1u << m) || all_zero(cells[m], n))
-				continue;
-			if ((rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, oid, k,
-					      &wr)) < 0)
-				return rc;
-			count(p->rb, 0, n);
-		}
 	}
 	return 0;
 }
@@ -720,6 +864,9 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 	p->rb = rb;
 	p->version = v;
 	p->self = self;
+	if (getrandom(&p->token, sizeof(p->token), GRND_NONBLOCK) != (ssize_t)sizeof(p->token))
+		p->token = (uint64_t)now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	p->token |= 1; /* never 0 */
 	if ((rc = connect_pool(rb, NULL, v, &c0)) < 0)
 		goto out;
 	if ((rc = conn_rebuild_due(c0, self, &share)) <= 0) {
@@ -759,6 +906,10 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 		rc = -ECANCELED;
 	if (rc == 0 && p->exdev)
 		rc = -EXDEV; /* everything else is done; those groups stay degraded */
+	if (rc == 0 && p->torn)
+		rc = -ENOTRECOVERABLE; /* likewise: torn arrays whose data members are lost */
+	if (p->torn)
+		rb->torn_told = v; /* each torn array is logged once per map version */
 	if (rc == 0 && conn_map_version(c0) != v)
 		rc = -EAGAIN; /* the map moved under us: the copies may be for the old one */
 out:
@@ -820,6 +971,9 @@ static void *rb_main(void *arg)
 				: rc == -EXDEV
 					? "an erasure-coded group would move a cell onto the target "
 					  "of another of its members (not built; reads stay degraded)"
+				: rc == -ENOTRECOVERABLE
+					? "an erasure-coded array is torn and lost a data member "
+					  "(see above; it stays degraded until it is punched)"
 					: lode_strerror(rc));
 			failed = v;
 			failed_rc = rc;

@@ -43,6 +43,7 @@
  *                                 whose data member 0 is on engine ENGINE.
  *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
  *                                 through the EC path; prints the result.
+ *   punch ADDR CONT CLASS N       punch the race object (N is not used).
  * The race commands work on race object $RACE_OBJ (1 if unset).
  */
 #include <errno.h>
@@ -690,7 +691,8 @@ int main(int argc, char **argv)
 				"       ec_client parity ADDR CONT CLASS N\n"
 				"       ec_client tear ADDR CONT CLASS N\n"
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
-				"       ec_client rread ADDR CONT CLASS N\n");
+				"       ec_client rread ADDR CONT CLASS N\n"
+				"       ec_client punch ADDR CONT CLASS N\n");
 		return 2;
 	}
 	/* A line at a time: a failure's exit may skip stdio's flush (LeakSanitizer
@@ -710,6 +712,11 @@ int main(int argc, char **argv)
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "rread")) {
 		rc = cmd_rread(&x, (unsigned)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "punch")) {
+		rc = lode_obj_punch(x.ct, race_oid(&x), NULL);
+		printf("%s punch of race object %u: %s\n", rc ? "FAIL" : "ok  ", race_obj(),
+		       lode_strerror(rc));
+		rc = rc ? 1 : 0;
 	} else if (ops) {
 		x.seed = strtoull(argv[5], NULL, 10);
 		x.upper = strcmp(argv[1], "ops") != 0;

@@ -14,7 +14,9 @@
 #     not hold up the next; one that dies between a stripe's data and
 #     parity leaves the array torn: the next writer mends every stripe's
 #     parity, and a degraded read of a torn array fails (-EIO) rather
-#     than return bytes rebuilt from parity that does not match;
+#     than return bytes rebuilt from parity that does not match; the
+#     rebuild leaves such an array (the engine stays DOWN) until it is
+#     punched;
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
 #     front); an encrypted EC container
 #     is refused;
@@ -178,6 +180,15 @@ C "EC_4P2 writes and punches go on degraded" dops "$a_addr" c42 EC_4P2 5 300
 stream=$!
 sleep 1
 check "destroy the EC_4P2 container" 0 A cont destroy c42
+# The torn array whose data member 0 was on f cannot be rebuilt from its
+# parity: the pass says so and fails, and f stays DOWN, until it is punched.
+for _ in $(seq 150); do grep -q "is torn" "$dir"/*.log && break; sleep 0.2; done
+grep -q "is torn (a writer died mid-write) and its data member 0 is lost" "$dir"/*.log &&
+	echo "ok   the rebuild leaves the torn array and says so" && pass=$((pass + 1)) ||
+	failed "no rebuild message about the torn array"
+[ "$(engine_state 5)" = DOWN ] && echo "ok   f stays DOWN meanwhile" && pass=$((pass + 1)) ||
+	failed "f is $(engine_state 5) with a torn array not rebuilt"
+RACE_OBJ=$torn_obj C "the torn array is punched" punch "$a_addr" c21 EC_2P1 1
 wait_state "rebuilt f is OUT" 5 OUT 60
 wait "$stream"
 rc=$?
