@@ -1009,8 +1009,7 @@ static int req_send(struct creq *r)
 	h.map_ver = atomic_load_explicit(&c->map_ver, memory_order_relaxed);
 	if (r->op == NET_OP_HELLO && c->transport != NET_TP_SHM)
 		h.flags |= NET_F_PEER_ERR;
-	if (r->torn)
-		h.flags |= NET_F_TORN;
+	h.flags |= r->hflags;
 	if (r->rebuild)
 		h.flags |= NET_F_REBUILD;
 	net_hdr_encode(&h, r->hdr);

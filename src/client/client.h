@@ -91,7 +91,7 @@ struct creq {
 	struct creq *parent;      /* or a parent, */
 	bool waited;              /* or a blocked caller, */
 	bool detached;            /* or nobody: freed when done (a lease given back) */
-	bool torn;                /* a lease given back with NET_F_TORN */
+	uint32_t hflags;          /* header flags of its own: NET_F_TORN, NET_F_LEASE_READ */
 	int nchild;               /* a parent's children not yet done */
 	creq_fn on_done;          /* runs at completion, before the result is passed on */
 	void *ctx;                /* on_done's */

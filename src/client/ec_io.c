@@ -201,12 +201,14 @@ struct ec_ctx {
 	bool leased;      /* this call holds the array's write lease ... */
 	uint8_t lease_member; /* ... on this member */
 	uint64_t lease_token;
-	uint64_t lease_off, lease_len; /* ... for this range of the members */
+	uint64_t lease_off, lease_len; /* ... for this range of the members, */
+	int64_t lease_at;  /* taken or renewed then (monotonic ms) */
 	bool torn;        /* ... and the array may be torn: given back so */
 	uint64_t torn_off, torn_end; /* where (the members' range) */
 };
 
 static int lease_take_whole(struct ec_ctx *x);
+static int lease_take_read(struct ec_ctx *x);
 static void lease_give(struct ec_ctx *x);
 
 /* The lease's range for rebuilding pieces want[0, nw): where they lie on the members. */
@@ -337,7 +339,7 @@ static int fetch_run(struct ec_ctx *x, struct pieces *ps, bool *all_absent)
 
 		pthread_mutex_lock(lk);
 		lease_range_of(x, want, nw);
-		if ((rc = lease_take_whole(x)) == 0)
+		if ((rc = lease_take_read(x)) == 0)
 			rc = rebuild_pieces(x, want, nw);
 		lease_give(x);
 		pthread_mutex_unlock(lk);
@@ -604,6 +606,7 @@ static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint
 	if (r) {
 		r->pinned = true;
 		r->member = (uint8_t)m;
+		r->hflags = x->wlock ? 0 : NET_F_LEASE_READ; /* a degraded read's */
 		r->a.epoch = token;
 		r->a.off = x->lease_off;
 		r->a.len = x->lease_len;
@@ -643,6 +646,7 @@ static int lease_take(struct ec_ctx *x)
 			x->leased = true;
 			x->lease_member = (uint8_t)m;
 			x->lease_token = token;
+			x->lease_at = mono_ms();
 			x->torn = pc.val & 1;
 			x->torn_off = 0;
 			x->torn_end = UINT64_MAX; /* where the reply does not say */
@@ -655,9 +659,9 @@ static int lease_take(struct ec_ctx *x)
 			}
 			return 0;
 		}
-		if (rc == -EBUSY) {
+		if (rc == -EBUSY || rc == -EAGAIN) { /* held, or the host's table full */
 			if (mono_ms() > busy_until)
-				return -EBUSY;
+				return rc;
 			nanosleep(&(struct timespec){0, wait_ns}, NULL);
 			if ((wait_ns *= 2) > 5 * 1000 * 1000)
 				wait_ns = 5 * 1000 * 1000;
@@ -677,6 +681,37 @@ static int lease_take(struct ec_ctx *x)
 }
 
 /*
+ * Renew the lease once a quarter of it has gone (a long mend, or a write
+ * that waited for a map), so that it does not run out under the work. A
+ * lease found lost (another holds it now) fails the call: its pieces may
+ * interleave with the other's, and its torn give-back marks the range.
+ */
+static int lease_renew(struct ec_ctx *x)
+{
+	uint64_t ms = (uint64_t)x->ct->c->timeout_ms * LEASE_TIMEOUTS;
+	struct lease_reply lr = {0};
+	uint8_t range[16];
+	struct creq *r;
+	int rc;
+
+	if (!x->leased || mono_ms() - x->lease_at < (int64_t)(ms / 4))
+		return 0;
+	if (ms > UINT32_MAX)
+		ms = UINT32_MAX;
+	if (!(r = lease_req(x, x->lease_member, x->lease_token, (uint32_t)ms)))
+		return -ENOMEM;
+	r->in = range;
+	r->in_cap = sizeof(range);
+	r->on_done = lease_done;
+	r->ctx = &lr;
+	if ((rc = creq_submit(r, NULL, NULL)) == 0)
+		rc = lr.rc;
+	if (rc == 0)
+		x->lease_at = mono_ms();
+	return rc;
+}
+
+/*
  * Give the lease back, without waiting for the answer: the write is done
  * either way, and a lease that is not given back runs out (or ends with
  * its member, if that is DOWN now) and leaves the array torn.
@@ -691,7 +726,7 @@ static void lease_give(struct ec_ctx *x)
 	if (member_down(x, x->lease_member) ||
 	    !(r = lease_req(x, x->lease_member, x->lease_token, 0)))
 		return;
-	r->torn = x->torn;
+	r->hflags |= x->torn ? NET_F_TORN : 0;
 	r->detached = true;
 	(void)creq_submit(r, NULL, NULL);
 }
@@ -743,7 +778,8 @@ static int mend_array(struct ec_ctx *x)
 			rd[c] = (struct piece){.op = NET_OP_ARR_FETCH, .member = (uint8_t)c, .off = off,
 					       .len = n, .in = data[c]};
 		}
-		if ((rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, rd, x->nk)) < 0)
+		if ((rc = lease_renew(x)) < 0 ||
+		    (rc = batch_run(x->ct, x->oid, x->k, LODE_EPOCH_MAX, rd, x->nk)) < 0)
 			break;
 		for (unsigned c = 0; c < x->nk && rc == 0; c++) {
 			if (rd[c].rc == -ENOENT)
@@ -783,6 +819,18 @@ static int lease_take_whole(struct ec_ctx *x)
 	if (rc == 0 && x->torn)
 		rc = mend_array(x);
 	return rc;
+}
+
+/*
+ * Take the lease for a degraded read. A torn array is not mended here: a
+ * read has lost a data member, without which the parity cannot be made
+ * whole (and a reader may lack write rights): -EIO.
+ */
+static int lease_take_read(struct ec_ctx *x)
+{
+	int rc = lease_take(x);
+
+	return rc == 0 && x->torn ? -EIO : rc;
 }
 
 /*
@@ -914,6 +962,8 @@ static int writes_finish(struct ec_ctx *x, int rc, struct partial *pa, unsigned 
 		rc = fetch_run(x, olds, NULL);
 	if (rc == 0)
 		rc = partials_finish(x, pa, npa, buf, ws);
+	if (rc == 0)
+		rc = lease_renew(x);
 	if (rc == 0)
 		rc = write_run(x, ws);
 	for (unsigned i = 0; i < npa; i++)
@@ -1247,7 +1297,7 @@ static int read_finish(struct aread *a)
 
 		pthread_mutex_lock(lk);
 		lease_range_of(&a->x, want, nw);
-		if ((rc = lease_take_whole(&a->x)) == 0)
+		if ((rc = lease_take_read(&a->x)) == 0)
 			rc = rebuild_pieces(&a->x, want, nw);
 		lease_give(&a->x);
 		pthread_mutex_unlock(lk);

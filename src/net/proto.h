@@ -92,6 +92,8 @@ enum net_flag {
 				   * (src/server/rebuild.c); needs admin rights */
 	NET_F_TORN = 1u << 3,     /* NET_OP_LEASE given back: the holder's write may be
 				   * half done, the next holder mends the array */
+	NET_F_LEASE_READ = 1u << 4, /* NET_OP_LEASE for a degraded read: read rights do
+				     * (a writer's needs write rights) */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

@@ -19,8 +19,10 @@ struct lease {
 	uint64_t expires_us; /* a holder's; UINT64_MAX for a mark */
 	uint32_t session;
 	uint64_t off, end;   /* the holder's range */
-	bool torn;           /* a holder before this one did not give it back whole, */
+	bool torn;           /* a holder before did not give it back whole, */
 	uint64_t torn_off, torn_end; /* leaving this range torn */
+	bool late;           /* a torn give-back of an earlier holder came during this hold */
+	bool reader;         /* the holder is a degraded read: it cannot tear anything */
 	uint16_t klen;
 	uint8_t key[];
 };
@@ -44,7 +46,7 @@ void lease_tab_fini(struct lease_tab *t)
 	}
 	free(t->b);
 	t->b = NULL;
-	t->n = 0;
+	t->n = t->held = 0;
 }
 
 /* FNV-1a over the key. */
@@ -62,22 +64,49 @@ static bool key_is(const struct lease *l, const void *key, size_t klen)
 	return l->klen == klen && memcmp(l->key, key, klen) == 0;
 }
 
-/* l's holder is gone without giving it back whole: its range may be torn. */
-static void mark_torn(struct lease *l)
+static uint64_t range_end(uint64_t off, uint64_t len)
+{
+	return len > UINT64_MAX - off ? UINT64_MAX : off + len;
+}
+
+/* Add [off, end) to l's torn range. */
+static void torn_add(struct lease *l, uint64_t off, uint64_t end)
 {
 	if (!l->torn) {
-		l->torn_off = l->off;
-		l->torn_end = l->end;
+		l->torn_off = off;
+		l->torn_end = end;
 	} else {
-		if (l->off < l->torn_off)
-			l->torn_off = l->off;
-		if (l->end > l->torn_end)
-			l->torn_end = l->end;
+		if (off < l->torn_off)
+			l->torn_off = off;
+		if (end > l->torn_end)
+			l->torn_end = end;
 	}
 	l->torn = true;
+}
+
+/*
+ * l's holder is gone without giving it back whole: its range may be torn
+ * (a reader's cannot be; the key then stays, held by nobody, marked or not).
+ */
+static void mark_torn(struct lease_tab *t, struct lease *l)
+{
+	if (!l->reader)
+		torn_add(l, l->off, l->end);
+	if (l->token)
+		t->held--;
 	l->token = 0;
 	l->expires_us = UINT64_MAX;
 	l->session = 0;
+	l->late = false;
+}
+
+/* Every lease that ran out becomes a torn mark (the table is full). */
+static void sweep(struct lease_tab *t, uint64_t now_us)
+{
+	for (unsigned i = 0; i < t->nb; i++)
+		for (struct lease *l = t->b[i]; l; l = l->next)
+			if (l->token && l->expires_us <= now_us)
+				mark_torn(t, l);
 }
 
 static struct lease **find(struct lease_tab *t, const void *key, size_t klen)
@@ -87,6 +116,21 @@ static struct lease **find(struct lease_tab *t, const void *key, size_t klen)
 	while (*pp && !key_is(*pp, key, klen))
 		pp = &(*pp)->next;
 	return pp;
+}
+
+/* A new entry for key at *pp, held by nobody and not torn; NULL: no memory. */
+static struct lease *entry_new(struct lease_tab *t, struct lease **pp, const void *key,
+			       size_t klen)
+{
+	struct lease *l = malloc(sizeof(*l) + klen);
+
+	if (!l)
+		return NULL;
+	*l = (struct lease){.expires_us = UINT64_MAX, .klen = (uint16_t)klen};
+	memcpy(l->key, key, klen);
+	*pp = l;
+	t->n++;
+	return l;
 }
 
 int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
@@ -102,45 +146,65 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	pp = find(t, key, klen);
 	if ((l = *pp)) {
 		if (l->token && l->expires_us <= now_us)
-			mark_torn(l); /* its holder ran out of time mid-write */
+			mark_torn(t, l); /* its holder ran out of time mid-write */
 		if (l->token && l->token != token) {
 			*left_ms = (l->expires_us - now_us + 999) / 1000;
 			return -EBUSY;
 		}
-	} else {
-		if (t->n >= t->max)
-			return -EAGAIN;
-		if (!(l = malloc(sizeof(*l) + klen)))
-			return -ENOMEM;
-		*l = (struct lease){.klen = (uint16_t)klen};
-		memcpy(l->key, key, klen);
-		*pp = l;
-		t->n++;
 	}
+	if (!(l && l->token) && t->held >= t->max) {
+		sweep(t, now_us);
+		if (t->held >= t->max)
+			return -EAGAIN;
+	}
+	if (!l && !(l = entry_new(t, pp, key, klen)))
+		return -ENOMEM;
+	if (!l->token)
+		t->held++;
 	l->token = token;
 	l->expires_us = now_us + dur_ms * 1000;
 	l->session = a->session;
 	l->off = a->off;
-	l->end = a->len > UINT64_MAX - a->off ? UINT64_MAX : a->off + a->len;
+	l->end = range_end(a->off, a->len);
+	l->reader = a->reader;
 	*torn = (struct lease_torn){.torn = l->torn, .off = l->torn_off, .end = l->torn_end};
 	return 0;
 }
 
-int lease_give(struct lease_tab *t, const void *key, size_t klen, uint64_t token, bool torn)
+int lease_give(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
+	       bool torn)
 {
 	struct lease **pp, *l;
 
-	if (!token || !klen || klen > LEASE_KEY_MAX)
+	if (!a->token || !klen || klen > LEASE_KEY_MAX)
 		return -ENOENT;
+	if (a->reader)
+		torn = false; /* a reader wrote nothing */
 	pp = find(t, key, klen);
-	if (!(l = *pp) || l->token != token)
+	l = *pp;
+	if (!l || l->token != a->token) {
+		/*
+		 * Not this holder's any more (it ran out of time, or its session
+		 * closed, and another may hold it now). A torn give-back still
+		 * counts: its pieces may have landed after the next holder
+		 * mended, so the range is marked, and a holder now has it
+		 * marked when it gives the lease back.
+		 */
+		if (torn && (l || (l = entry_new(t, pp, key, klen)))) {
+			torn_add(l, a->off, range_end(a->off, a->len));
+			l->late = l->token != 0;
+		}
 		return -ENOENT;
-	if (torn) {
-		mark_torn(l);
+	}
+	if (torn || l->late) {
+		mark_torn(t, l);
+	} else if (a->reader && l->torn) {
+		mark_torn(t, l); /* it mended nothing: the mark stays as it was */
 	} else {
 		*pp = l->next;
 		free(l);
 		t->n--;
+		t->held--;
 	}
 	return 0;
 }
@@ -152,7 +216,7 @@ unsigned lease_drop_session(struct lease_tab *t, uint32_t session)
 	for (unsigned i = 0; t->b && i < t->nb; i++)
 		for (struct lease *l = t->b[i]; l; l = l->next)
 			if (l->token && l->session == session) {
-				mark_torn(l);
+				mark_torn(t, l);
 				n++;
 			}
 	return n;

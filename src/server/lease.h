@@ -38,6 +38,8 @@ struct lease_ask {
 	uint32_t session; /* the session it came on */
 	uint64_t dur_ms;  /* how long (capped at LEASE_MAX_MS) */
 	uint64_t off, len; /* the members' range its write covers */
+	bool reader;      /* a degraded read's: it writes nothing, so it neither
+			   * tears the array nor mends it (its give-back keeps a mark) */
 };
 
 /* What a taker is told: whether, and where, the array is torn. */
@@ -49,10 +51,15 @@ struct lease_torn {
 struct lease_tab {
 	struct lease **b; /* buckets */
 	unsigned nb;      /* a power of two */
-	unsigned n, max;  /* leases held (some may have expired), and the most kept */
+	unsigned n;       /* keys: leases held and torn marks */
+	unsigned held, max; /* leases held (some may have run out), and the most */
 };
 
-/* An empty table that keeps at most max leases. -ENOMEM. */
+/*
+ * An empty table that lets at most max leases be held at once. Torn marks
+ * do not count: each is an array a writer died writing, and it stays until
+ * a writer mends it. -ENOMEM.
+ */
 int lease_tab_init(struct lease_tab *t, unsigned max);
 void lease_tab_fini(struct lease_tab *t);
 
@@ -61,17 +68,22 @@ void lease_tab_fini(struct lease_tab *t);
  * from now_us. Returns 0 with *torn saying whether and where the array is
  * torn, or -EBUSY with *left_ms the holder's time left, -EINVAL (a zero
  * token, an empty or too long key, a zero duration), -EAGAIN (max leases
- * and marks are held), -ENOMEM.
+ * are held), -ENOMEM.
  */
 int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn);
 
 /*
- * Give it back, whole (torn false: the key is forgotten) or torn (marked
- * for the next holder): 0, or -ENOENT (not held by token: expired, or
- * another's).
+ * Give it back (a->token; a->off and len: the range the holder wrote),
+ * whole (torn false: the key is forgotten, unless a late torn give-back
+ * marked it meanwhile) or torn (marked for the next holder): 0, or -ENOENT
+ * (not held by a->token: it ran out, or its session closed). A torn
+ * give-back that finds the lease gone still marks its range torn: the
+ * holder's pieces may have landed after another mended the array. A
+ * reader's give-back (a->reader) ignores torn and leaves a mark as it was.
  */
-int lease_give(struct lease_tab *t, const void *key, size_t klen, uint64_t token, bool torn);
+int lease_give(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
+	       bool torn);
 
 /* End every lease the session holds (it closed), each left torn. Returns how many. */
 unsigned lease_drop_session(struct lease_tab *t, uint32_t session);

@@ -1020,12 +1020,14 @@ static void op_lease(struct srv_op *op)
 	*p++ = (uint8_t)(a->akey_len >> 8);
 	memcpy(p, a->akey, a->akey_len);
 	p += a->akey_len;
+	struct lease_ask ask = {.token = a->epoch, .session = op->hdr.session, .dur_ms = a->max,
+				.off = a->off, .len = a->len,
+				.reader = op->hdr.flags & NET_F_LEASE_READ};
+
 	if (a->max == 0) {
-		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), a->epoch,
+		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), &ask,
 				    op->hdr.flags & NET_F_TORN);
 	} else {
-		struct lease_ask ask = {.token = a->epoch, .session = op->hdr.session,
-					.dur_ms = a->max, .off = a->off, .len = a->len};
 		struct lease_torn torn = {0};
 
 		op->rc = lease_take(&op->t->leases, key, (size_t)(p - key), &ask, now_us(), &op->val,
@@ -1233,6 +1235,7 @@ static unsigned op_rights(uint16_t opcode)
 	case NET_OP_AKEY_LIST:
 	case NET_OP_SNAP_LIST:
 		return AUTH_R_READ;
+	case NET_OP_LEASE: /* a degraded read's needs read rights (op_authorize) */
 	case NET_OP_SV_UPDATE:
 	case NET_OP_ARR_UPDATE:
 	case NET_OP_OBJ_PUNCH:
@@ -1242,7 +1245,6 @@ static unsigned op_rights(uint16_t opcode)
 	case NET_OP_SNAP_CREATE:
 	case NET_OP_SNAP_DESTROY:
 	case NET_OP_AGGREGATE:
-	case NET_OP_LEASE:
 		return AUTH_R_WRITE;
 	case NET_OP_CONT_CREATE:
 	case NET_OP_CONT_DESTROY:
@@ -1281,6 +1283,8 @@ static int op_authorize(struct srv_op *op, const uint8_t *cap, size_t cap_len)
 	    memcmp(&c.cont, &op->a.cont, sizeof(c.cont)) != 0)
 		return -LODE_ECAPSCOPE;
 	need = op_rights(op->hdr.opcode);
+	if (op->hdr.opcode == NET_OP_LEASE && (op->hdr.flags & NET_F_LEASE_READ))
+		need = AUTH_R_READ;
 	if (op->hdr.flags & NET_F_REBUILD)
 		need |= AUTH_R_ADMIN; /* writing beneath others' versions rewrites history */
 	if ((c.rights & need) != need)
@@ -1305,6 +1309,10 @@ static int op_map_check(struct srv_op *op)
 	uint32_t v;
 
 	if (opc == NET_OP_HELLO || opc == NET_OP_BYE || opc == NET_OP_PING || opc == NET_OP_STATUS)
+		return 0;
+	/* A lease given back goes where it was taken, whatever the map says
+	 * now: refused, it would end torn with its session. */
+	if (opc == NET_OP_LEASE && op->a.max == 0)
 		return 0;
 	v = atomic_load_explicit(&s->map_ver, memory_order_relaxed);
 	if (atomic_load_explicit(&s->fenced, memory_order_relaxed)) {

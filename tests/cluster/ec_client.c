@@ -39,8 +39,9 @@
  *                                 array's lease, writes writer 0's bytes of
  *                                 stripes 0..N-1 into data member 0 alone
  *                                 (no parity), and exits holding the lease.
- *   pick ADDR CONT CLASS ENGINE   the first race object index from 100 up
- *                                 whose data member 0 is on engine ENGINE.
+ *   pick ADDR CONT CLASS ENGINE   the first race object index from 100 (or
+ *                                 $RACE_PICK_FROM) up whose data member 0 is
+ *                                 on engine ENGINE.
  *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
  *                                 through the EC path; prints the result.
  *   punch ADDR CONT CLASS N       punch the race object (N is not used).
@@ -607,6 +608,7 @@ static int cmd_tear(struct ctx *x, const struct layout_class *lc, unsigned n)
 	int rc;
 
 	struct creq *r = conn_key_req(x->ct, NET_OP_LEASE, race_oid(x), &akey);
+	uint8_t torn_range[16];
 
 	/* The lease lives on the first parity member while all are UP; the
 	 * write covers stripes 0..n-1 of every member. */
@@ -618,6 +620,8 @@ static int cmd_tear(struct ctx *x, const struct layout_class *lc, unsigned n)
 	r->a.off = 0;
 	r->a.len = (uint64_t)n * (64u << 10);
 	r->a.max = 60000;
+	r->in = torn_range; /* an array torn before says where */
+	r->in_cap = sizeof(torn_range);
 	if ((rc = creq_submit(r, NULL, NULL)) < 0) {
 		printf("FAIL tear: the lease: %d (%s)\n", rc, lode_strerror(rc));
 		return 1;
@@ -637,7 +641,9 @@ static int cmd_tear(struct ctx *x, const struct layout_class *lc, unsigned n)
 
 static int cmd_pick(struct ctx *x, const struct layout_class *lc, uint32_t engine)
 {
-	for (uint32_t i = 100; i < 100000; i++) {
+	const char *from = getenv("RACE_PICK_FROM");
+
+	for (uint32_t i = from ? (uint32_t)strtoul(from, NULL, 10) : 100; i < 100000; i++) {
 		struct layout_group g;
 		bool hit = false;
 

@@ -17,6 +17,7 @@
 #     than return bytes rebuilt from parity that does not match; the
 #     rebuild leaves such an array (the engine stays DOWN) until it is
 #     punched;
+#   - a user who may only read reads c21 degraded (it takes the lease);
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
 #     front); an encrypted EC container
 #     is refused;
@@ -70,6 +71,13 @@ C "EC_2P1 matches the model" ops "$a_addr" c21 EC_2P1 2 300
 C "EC_2P1 matches the model (another seed)" ops "$a_addr" c21 EC_2P1 12 300
 C "EC_4P2 matches the model" ops "$a_addr" c42 EC_4P2 3 300
 
+# A user who may only read c21: its degraded reads take the lease too.
+printf 'reader-secret-1' >"$dir/reader.secret"
+check "a tenant of readers" 0 A tenant create ro
+check "a user who may only read c21" 0 A user create ro/reader --secret-file "$dir/reader.secret"
+check "... read on the pool" 0 A acl set default user:ro/reader r
+check "... and on c21" 0 A acl set default/c21 user:ro/reader r
+
 # ---- writers in k processes to one stripe: the write lease ----
 race() { # race CONT CLASS K STRIPES
 	local w wpids=() rc=0 start=$(($(date +%s) + 2))
@@ -115,6 +123,10 @@ C "an array with data member 0 on f" race "$a_addr" c21 EC_2P1 1 4
 C "... torn by a writer that dies" tear "$a_addr" c21 EC_2P1 4
 C "... reads while f lives" rread "$a_addr" c21 EC_2P1 4
 torn_obj=$RACE_OBJ
+# And one whole, for the reader below to read degraded.
+RACE_OBJ=$(RACE_PICK_FROM=$((torn_obj + 1)) "$client" pick "$a_addr" c21 EC_2P1 5 | tail -n 1)
+C "another array with data member 0 on f" race "$a_addr" c21 EC_2P1 0 4
+read_obj=$RACE_OBJ
 unset RACE_OBJ
 check "a container of class EC_8P2 on six engines" 0 A cont create c82 --class EC_8P2
 grep -q "until 4 more join" "$dir/err" && echo "ok   ... with a note that it needs 4 more" &&
@@ -154,6 +166,11 @@ cat "$dir/stream.out"
 [ "$rc" -eq 0 ] || failed "EC_2P1 stream across kill -9 exited $rc"
 n=$(sed -n 's/^count //p' "$dir/stream.out")
 wait_state "killed f is DOWN" 5 DOWN 10
+LODE_USER=ro/reader LODE_SECRET=reader-secret-1 RACE_OBJ=$read_obj \
+	C "a user who may only read reads an array whose data member is lost" \
+	rread "$a_addr" c21 EC_2P1 4
+LODE_USER=ro/reader LODE_SECRET=reader-secret-1 RACE_OBJ=$read_obj \
+	check "... and may not write it" 1 "$client" race "$a_addr" c21 EC_2P1 1 1
 RACE_OBJ=$torn_obj check "a torn array with its data member lost fails to read" 1 \
 	"$client" rread "$a_addr" c21 EC_2P1 4
 grep -q "Input/output error" "$dir/out" && echo "ok   ... with -EIO" && pass=$((pass + 1)) ||

@@ -4,7 +4,9 @@
  * by its own token, given back only by its holder; a lease that expires,
  * whose session closes or that is given back torn leaves the array marked
  * torn for the next holder, with the range its holders wrote, until one
- * gives it back whole; bad arguments; a full table refuses new keys.
+ * gives it back whole, also when a holder that lost its lease gives it
+ * back torn late; bad arguments; a full table refuses new leases (torn
+ * marks do not count).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,23 @@
 #define MS 1000ull /* µs */
 
 static struct lease_torn last; /* what the last take was told */
+
+/* Give key back for token, for the range [0, 4096). */
+static int give(struct lease_tab *t, const void *key, size_t klen, uint64_t token, bool torn)
+{
+	struct lease_ask a = {.token = token, .len = 4096};
+
+	return lease_give(t, key, klen, &a, torn);
+}
+
+/* The same for the range [off, off + len). */
+static int give_range(struct lease_tab *t, const char *key, uint64_t token, uint64_t off,
+		      uint64_t len, bool torn)
+{
+	struct lease_ask a = {.token = token, .off = off, .len = len};
+
+	return lease_give(t, key, strlen(key), &a, torn);
+}
 
 /* Take key for token, for the range [0, 4096); *torn as the table says. */
 static int take(struct lease_tab *t, const char *key, uint64_t token, uint32_t session,
@@ -66,10 +85,10 @@ static void test_take_give(void **state)
 	assert_int_equal(take(&t, "a", 8, 2, 100, 120 * MS, &left, &torn), -EBUSY);
 	assert_int_equal(left, 30);
 	/* Only the holder gives it back; given back whole, the key is gone. */
-	assert_int_equal(lease_give(&t, "a", 1, 8, false), -ENOENT);
-	assert_int_equal(lease_give(&t, "a", 1, 7, false), 0);
+	assert_int_equal(give(&t, "a", 1, 8, false), -ENOENT);
+	assert_int_equal(give(&t, "a", 1, 7, false), 0);
 	assert_int_equal(t.n, 1);
-	assert_int_equal(lease_give(&t, "a", 1, 7, false), -ENOENT);
+	assert_int_equal(give(&t, "a", 1, 7, false), -ENOENT);
 	assert_int_equal(take(&t, "a", 8, 2, 100, 120 * MS, &left, &torn), 0);
 	assert_false(torn);
 	assert_int_equal(t.n, 2);
@@ -91,17 +110,17 @@ static void test_expiry_tears(void **state)
 	 * old one cannot give it back. */
 	assert_int_equal(take(&t, "k", 2, 2, 10, 10 * MS, &left, &torn), 0);
 	assert_true(torn);
-	assert_int_equal(lease_give(&t, "k", 1, 1, false), -ENOENT);
+	assert_int_equal(give(&t, "k", 1, 1, false), -ENOENT);
 	/* Still torn while held: renewing says so too. */
 	assert_int_equal(take(&t, "k", 2, 2, 10, 11 * MS, &left, &torn), 0);
 	assert_true(torn);
 	/* Given back whole (the holder mended it): forgotten. */
-	assert_int_equal(lease_give(&t, "k", 1, 2, false), 0);
+	assert_int_equal(give(&t, "k", 1, 2, false), 0);
 	assert_int_equal(t.n, 0);
 	assert_int_equal(take(&t, "k", 3, 3, 10, 12 * MS, &left, &torn), 0);
 	assert_false(torn);
 	/* Given back torn (could not mend it): the next holder is told. */
-	assert_int_equal(lease_give(&t, "k", 1, 3, true), 0);
+	assert_int_equal(give(&t, "k", 1, 3, true), 0);
 	assert_int_equal(t.n, 1);
 	assert_int_equal(take(&t, "k", 4, 3, 10, 13 * MS, &left, &torn), 0);
 	assert_true(torn);
@@ -121,7 +140,7 @@ static void test_torn_range(void **state)
 	assert_int_equal(lease_tab_init(&t, 16), 0);
 	assert_int_equal(take_range(&t, "r", 1, 65536, 131072, 0), 0);
 	assert_false(last.torn);
-	assert_int_equal(lease_give(&t, "r", 1, 1, true), 0);
+	assert_int_equal(give(&t, "r", 1, 1, true), 0);
 	assert_int_equal(take_range(&t, "r", 2, 0, 65536, 1 * MS), 0);
 	assert_true(last.torn);
 	assert_int_equal(last.off, 65536);
@@ -131,19 +150,94 @@ static void test_torn_range(void **state)
 	assert_true(last.torn);
 	assert_int_equal(last.off, 0);
 	assert_int_equal(last.end, 196608);
-	assert_int_equal(lease_give(&t, "r", 1, 3, true), 0);
+	assert_int_equal(give(&t, "r", 1, 3, true), 0);
 	assert_int_equal(take_range(&t, "r", 4, 0, 1, 201 * MS), 0);
 	assert_int_equal(last.off, 0);
 	assert_int_equal(last.end, (1 << 20) + 65536);
 	/* Mended and given back whole: forgotten. A range to the end of the
 	 * address space does not wrap. */
-	assert_int_equal(lease_give(&t, "r", 1, 4, false), 0);
+	assert_int_equal(give(&t, "r", 1, 4, false), 0);
 	assert_int_equal(take_range(&t, "r", 5, 10, UINT64_MAX, 202 * MS), 0);
 	assert_false(last.torn);
-	assert_int_equal(lease_give(&t, "r", 1, 5, true), 0);
+	assert_int_equal(give(&t, "r", 1, 5, true), 0);
 	assert_int_equal(take_range(&t, "r", 6, 0, 1, 203 * MS), 0);
 	assert_int_equal(last.off, 10);
 	assert_true(last.end == UINT64_MAX);
+	lease_tab_fini(&t);
+}
+
+/*
+ * A holder that lost its lease (ran out, or its session closed) and then
+ * gives it back torn: the range is marked even so, and survives the next
+ * holder's whole give-back.
+ */
+static void test_late_torn(void **state)
+{
+	struct lease_tab t;
+
+	(void)state;
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	assert_int_equal(take_range(&t, "l", 1, 0, 65536, 0), 0);
+	/* Token 1 ran out at 100 ms; token 2 has it, told torn [0, 64 KiB). */
+	assert_int_equal(take_range(&t, "l", 2, 131072, 65536, 150 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(last.end, 65536);
+	/* Token 1's write failed after all: its torn give-back comes late. */
+	assert_int_equal(give_range(&t, "l", 1, 0, 65536, true), -ENOENT);
+	/* Token 2 mended [0, 64 KiB) and gives back whole: the late mark stays. */
+	assert_int_equal(give_range(&t, "l", 2, 131072, 65536, false), 0);
+	assert_int_equal(take_range(&t, "l", 3, 0, 1, 160 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(last.off, 0);
+	assert_int_equal(last.end, 196608);
+	assert_int_equal(give_range(&t, "l", 3, 0, 1, false), 0);
+	assert_int_equal(t.n, 0);
+	assert_int_equal(t.held, 0);
+	/* A late torn give-back for a key nobody holds marks it too. */
+	assert_int_equal(give_range(&t, "m", 9, 4096, 4096, true), -ENOENT);
+	assert_int_equal(take_range(&t, "m", 10, 0, 1, 170 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(last.off, 4096);
+	assert_int_equal(last.end, 8192);
+	/* A whole give-back of a lease not held changes nothing. */
+	assert_int_equal(give_range(&t, "z", 11, 0, 1, false), -ENOENT);
+	assert_int_equal(t.n, 1);
+	lease_tab_fini(&t);
+}
+
+/* A degraded read's lease: it neither tears an array nor mends one. */
+static void test_reader(void **state)
+{
+	struct lease_tab t;
+	struct lease_ask rd = {.token = 5, .session = 2, .dur_ms = 100, .off = 0, .len = 65536,
+			       .reader = true};
+	uint64_t left;
+
+	(void)state;
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	/* A reader whose session closes leaves nothing torn. */
+	assert_int_equal(lease_take(&t, "r", 1, &rd, 0, &left, &last), 0);
+	assert_int_equal(lease_drop_session(&t, 2), 1);
+	assert_int_equal(take_range(&t, "r", 6, 0, 1, 1 * MS), 0);
+	assert_false(last.torn);
+	/* A torn array: a reader is told, gives it back (its torn flag is not
+	 * its to give), and the mark stays for a writer. */
+	assert_int_equal(give_range(&t, "r", 6, 0, 1, true), 0);
+	rd.token = 7;
+	assert_int_equal(lease_take(&t, "r", 1, &rd, 2 * MS, &left, &last), 0);
+	assert_true(last.torn);
+	assert_int_equal(lease_give(&t, "r", 1, &rd, false), 0);
+	assert_int_equal(take_range(&t, "r", 8, 0, 1, 3 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(last.end, 1);
+	assert_int_equal(give_range(&t, "r", 8, 0, 1, false), 0);
+	/* Untorn, a reader's torn give-back is taken as whole. */
+	rd.token = 9;
+	assert_int_equal(lease_take(&t, "r", 1, &rd, 4 * MS, &left, &last), 0);
+	assert_false(last.torn);
+	assert_int_equal(lease_give(&t, "r", 1, &rd, true), 0);
+	assert_int_equal(t.n, 0);
+	assert_int_equal(t.held, 0);
 	lease_tab_fini(&t);
 }
 
@@ -190,18 +284,22 @@ static void test_bad_and_full(void **state)
 	assert_int_equal(lease_take(&t, big, sizeof(big), &(struct lease_ask){.token = 1, .dur_ms = 10},
 				    0, &left, &last),
 			 -EINVAL);
-	assert_int_equal(lease_give(&t, big, sizeof(big), 1, false), -ENOENT);
-	assert_int_equal(lease_give(&t, "a", 1, 0, false), -ENOENT);
+	assert_int_equal(give(&t, big, sizeof(big), 1, false), -ENOENT);
+	assert_int_equal(give(&t, "a", 1, 0, false), -ENOENT);
 	assert_int_equal(take(&t, "a", 1, 1, 10, 0, &left, &torn), 0);
 	assert_int_equal(take(&t, "b", 1, 1, 20, 0, &left, &torn), 0);
-	/* Full: a new key waits for a lease given back whole. An expired one
-	 * stays, as a torn mark. */
-	assert_int_equal(take(&t, "c", 1, 1, 10, 15 * MS, &left, &torn), -EAGAIN);
-	assert_int_equal(lease_give(&t, "b", 1, 1, false), 0);
-	assert_int_equal(take(&t, "c", 1, 1, 10, 15 * MS, &left, &torn), 0);
-	assert_int_equal(t.n, 2);
-	assert_int_equal(take(&t, "a", 2, 1, 10, 15 * MS, &left, &torn), 0);
+	/* Full: two held. Once "a" ran out (a torn mark, which does not
+	 * count), a third key can be held; then the table is full again. */
+	assert_int_equal(take(&t, "c", 1, 1, 10, 5 * MS, &left, &torn), -EAGAIN);
+	assert_int_equal(take(&t, "c", 1, 1, 10, 10 * MS, &left, &torn), 0);
+	assert_int_equal(t.n, 3);
+	assert_int_equal(t.held, 2);
+	assert_int_equal(take(&t, "a", 2, 1, 10, 11 * MS, &left, &torn), -EAGAIN);
+	assert_int_equal(give(&t, "b", 1, 1, false), 0);
+	assert_int_equal(take(&t, "a", 2, 1, 10, 12 * MS, &left, &torn), 0);
 	assert_true(torn);
+	assert_int_equal(t.held, 2);
+	assert_int_equal(t.n, 2);
 	lease_tab_fini(&t);
 }
 
@@ -211,6 +309,8 @@ int main(void)
 		cmocka_unit_test(test_take_give),
 		cmocka_unit_test(test_expiry_tears),
 		cmocka_unit_test(test_torn_range),
+		cmocka_unit_test(test_late_torn),
+		cmocka_unit_test(test_reader),
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_bad_and_full),
 	};
