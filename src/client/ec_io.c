@@ -615,6 +615,24 @@ static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint
 	return r;
 }
 
+/* Ask member m for the lease (token, ms) and wait: the result, with lr and range filled. */
+static int lease_ask(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms,
+		     struct lease_reply *lr, uint8_t range[16])
+{
+	struct creq *r = lease_req(x, m, token, ms);
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	r->in = range;
+	r->in_cap = 16;
+	r->on_done = lease_done;
+	r->ctx = lr;
+	if ((rc = creq_submit(r, NULL, NULL)) == 0)
+		rc = lr->rc;
+	return rc;
+}
+
 static int lease_take(struct ec_ctx *x)
 {
 	lode_conn_t *c = x->ct->c;
@@ -630,19 +648,10 @@ static int lease_take(struct ec_ctx *x)
 		int m = lease_host(x), rc;
 		struct lease_reply pc = {0};
 		uint8_t range[16];
-		struct creq *r;
 
 		if (m < 0)
 			return m;
-		if (!(r = lease_req(x, (unsigned)m, token, (uint32_t)ms)))
-			return -ENOMEM;
-		r->in = range;
-		r->in_cap = sizeof(range);
-		r->on_done = lease_done;
-		r->ctx = &pc;
-		if ((rc = creq_submit(r, NULL, NULL)) == 0)
-			rc = pc.rc;
-		if (rc == 0) {
+		if ((rc = lease_ask(x, (unsigned)m, token, (uint32_t)ms, &pc, range)) == 0) {
 			x->leased = true;
 			x->lease_member = (uint8_t)m;
 			x->lease_token = token;
@@ -691,22 +700,13 @@ static int lease_renew(struct ec_ctx *x)
 	uint64_t ms = (uint64_t)x->ct->c->timeout_ms * LEASE_TIMEOUTS;
 	struct lease_reply lr = {0};
 	uint8_t range[16];
-	struct creq *r;
 	int rc;
 
 	if (!x->leased || mono_ms() - x->lease_at < (int64_t)(ms / 4))
 		return 0;
 	if (ms > UINT32_MAX)
 		ms = UINT32_MAX;
-	if (!(r = lease_req(x, x->lease_member, x->lease_token, (uint32_t)ms)))
-		return -ENOMEM;
-	r->in = range;
-	r->in_cap = sizeof(range);
-	r->on_done = lease_done;
-	r->ctx = &lr;
-	if ((rc = creq_submit(r, NULL, NULL)) == 0)
-		rc = lr.rc;
-	if (rc == 0)
+	if ((rc = lease_ask(x, x->lease_member, x->lease_token, (uint32_t)ms, &lr, range)) == 0)
 		x->lease_at = mono_ms();
 	return rc;
 }
