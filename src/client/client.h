@@ -495,8 +495,8 @@ int conn_value_in(struct creq *r, void *buf, size_t cap);
  * Run an EC call of the ones below for a caller who gave an event or a
  * parent: queued to a worker thread of the process, which completes ev or
  * counts in parent. The key is copied; buf must live until completion, as
- * the API says. op: NET_OP_ARR_UPDATE, _FETCH or _PUNCH. Returns 0 or an
- * error (then nothing was queued).
+ * the API says. op: NET_OP_ARR_UPDATE, _FETCH, _PUNCH or NET_OP_AKEY_PUNCH.
+ * Returns 0 or an error (then nothing was queued).
  */
 int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
 		  struct lode_oid oid, lode_epoch_t epoch, const struct lode_key *k, uint64_t off,
@@ -518,6 +518,15 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		  const struct lode_key *k, uint64_t off, uint64_t len);
 int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
 		 lode_epoch_t epoch, const struct lode_key *k, uint64_t *size_out);
+
+/*
+ * lode_akey_punch of an EC object: the akey punched on every member under
+ * the array's write lease, so that no partial write in another process
+ * writes parity of the cells it removes. A torn array is not mended first:
+ * nothing of it is left to mend, and the lease goes back whole.
+ */
+int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		       const struct lode_key *k);
 
 /* ---- one target, for rebuild (objects.c; src/server/rebuild.c calls it) ---- */
 

@@ -1094,6 +1094,30 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 	return rc;
 }
 
+int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		       const struct lode_key *k)
+{
+	struct ec_ctx x;
+	struct creq *r;
+	pthread_mutex_t *lk;
+	int rc;
+
+	if ((rc = ctx_init(&x, ct, cls, oid, k, LODE_EPOCH_MAX)) < 0)
+		return rc;
+	lk = x.wlock = wlock_of(ct, oid, k);
+	pthread_mutex_lock(lk);
+	lease_range(&x, 0, UINT64_MAX);
+	if ((rc = lease_take(&x)) == 0) {
+		/* The akey on every member, as any key punch goes (a replicated write). */
+		rc = (r = conn_key_req(ct, NET_OP_AKEY_PUNCH, oid, k)) ? creq_submit(r, NULL, NULL)
+								 : -ENOMEM;
+		x.torn = rc < 0 && (x.torn || rc != -ENOMEM);
+	}
+	lease_give(&x);
+	pthread_mutex_unlock(lk);
+	return rc;
+}
+
 /* ---- size -------------------------------------------------------------------------- */
 
 /* Array byte + 1 of the end of a member's local size n in cell column c. */
@@ -1184,6 +1208,8 @@ static int job_run(struct job *j)
 	case NET_OP_ARR_FETCH:
 		return conn_ec_read(j->ct, &j->cls, j->oid, j->epoch, &j->k, j->off, j->buf,
 				    (uint32_t)j->len, j->holes);
+	case NET_OP_AKEY_PUNCH:
+		return conn_ec_akey_punch(j->ct, &j->cls, j->oid, &j->k);
 	default:
 		return conn_ec_punch(j->ct, &j->cls, j->oid, &j->k, j->off, j->len);
 	}

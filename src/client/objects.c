@@ -1158,6 +1158,10 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 						    len, false, ev, parent)
 				    : conn_ec_punch(ct, &cls, oid, k, off, len);
 	}
+	if (op == NET_OP_AKEY_PUNCH && is_ec(ct, oid, &cls) && !ct->encrypted)
+		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_AKEY_PUNCH, oid, 0, k, 0, NULL,
+						    0, false, ev, parent)
+				    : conn_ec_akey_punch(ct, &cls, oid, k);
 	if (ct->encrypted && op == NET_OP_ARR_PUNCH)
 		return done_now(ct->c, punch_enc(ct, oid, k, off, len), parent ? NULL : ev);
 	if (ct->encrypted && op == NET_OP_AKEY_PUNCH)

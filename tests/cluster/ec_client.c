@@ -44,7 +44,8 @@
  *                                 on engine ENGINE.
  *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
  *                                 through the EC path; prints the result.
- *   punch ADDR CONT CLASS N       punch the race object (N is not used).
+ *   punch ADDR CONT CLASS N       punch the race array's akey (under the
+ *                                 lease; N is not used).
  * The race commands work on race object $RACE_OBJ (1 if unset).
  */
 #include <errno.h>
@@ -719,8 +720,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "rread")) {
 		rc = cmd_rread(&x, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "punch")) {
-		rc = lode_obj_punch(x.ct, race_oid(&x), NULL);
-		printf("%s punch of race object %u: %s\n", rc ? "FAIL" : "ok  ", race_obj(),
+		rc = lode_akey_punch(x.ct, race_oid(&x), &akey, NULL);
+		printf("%s akey punch of race object %u: %s\n", rc ? "FAIL" : "ok  ", race_obj(),
 		       lode_strerror(rc));
 		rc = rc ? 1 : 0;
 	} else if (ops) {

@@ -205,7 +205,8 @@ grep -q "is torn (a writer died mid-write) and its data member 0 is lost" "$dir"
 	failed "no rebuild message about the torn array"
 [ "$(engine_state 5)" = DOWN ] && echo "ok   f stays DOWN meanwhile" && pass=$((pass + 1)) ||
 	failed "f is $(engine_state 5) with a torn array not rebuilt"
-RACE_OBJ=$torn_obj C "the torn array is punched" punch "$a_addr" c21 EC_2P1 1
+RACE_OBJ=$torn_obj C "the torn array's akey is punched (under the lease, torn or not)" \
+	punch "$a_addr" c21 EC_2P1 1
 wait_state "rebuilt f is OUT" 5 OUT 60
 wait "$stream"
 rc=$?
