@@ -537,8 +537,9 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
  * in and cap, where a fetch's value or a list's items land; an, a list's
  * cursor (its tgt is not used). val gets the reply's value (a fetched
  * value's full length, an array's size, a list's count), in_len the bytes
- * received. NET_OP_LEASE: epoch is the token, max the ms (0: give back,
- * torn: with NET_F_TORN), in and cap where the torn range lands.
+ * received. NET_OP_LEASE: epoch is the token, max the ms (0: give back),
+ * hflags the header flags (NET_F_TORN, _LEASE_READ, _LEASE_RENEW), in and
+ * cap where the torn range lands.
  */
 struct conn_tgt_io {
 	lode_epoch_t epoch;
@@ -549,7 +550,7 @@ struct conn_tgt_io {
 	struct lode_anchor *an;
 	bool rebuild;
 	uint32_t max;
-	bool torn;
+	uint32_t hflags;
 	uint64_t val;
 	size_t in_len;
 };

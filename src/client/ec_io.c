@@ -615,8 +615,11 @@ static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint
 	return r;
 }
 
-/* Ask member m for the lease (token, ms) and wait: the result, with lr and range filled. */
-static int lease_ask(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms,
+/*
+ * Ask member m for the lease (token, ms; renew: the holder again) and
+ * wait: the result, with lr and range filled.
+ */
+static int lease_ask(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms, bool renew,
 		     struct lease_reply *lr, uint8_t range[16])
 {
 	struct creq *r = lease_req(x, m, token, ms);
@@ -624,6 +627,8 @@ static int lease_ask(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms,
 
 	if (!r)
 		return -ENOMEM;
+	if (renew)
+		r->hflags |= NET_F_LEASE_RENEW; /* -ENOENT if it is not still ours */
 	r->in = range;
 	r->in_cap = 16;
 	r->on_done = lease_done;
@@ -651,7 +656,7 @@ static int lease_take(struct ec_ctx *x)
 
 		if (m < 0)
 			return m;
-		if ((rc = lease_ask(x, (unsigned)m, token, (uint32_t)ms, &pc, range)) == 0) {
+		if ((rc = lease_ask(x, (unsigned)m, token, (uint32_t)ms, false, &pc, range)) == 0) {
 			x->leased = true;
 			x->lease_member = (uint8_t)m;
 			x->lease_token = token;
@@ -706,7 +711,7 @@ static int lease_renew(struct ec_ctx *x)
 		return 0;
 	if (ms > UINT32_MAX)
 		ms = UINT32_MAX;
-	if ((rc = lease_ask(x, x->lease_member, x->lease_token, (uint32_t)ms, &lr, range)) == 0)
+	if ((rc = lease_ask(x, x->lease_member, x->lease_token, (uint32_t)ms, true, &lr, range)) == 0)
 		x->lease_at = mono_ms();
 	return rc;
 }

@@ -1397,7 +1397,7 @@ int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
 		rc = value_in(r, io->in, io->cap);
 	} else if (op == NET_OP_LEASE) {
 		r->a.max = io->max;
-		r->hflags = io->torn ? NET_F_TORN : 0;
+		r->hflags = io->hflags;
 		r->in = io->in;
 		r->in_cap = io->cap;
 	}

@@ -94,6 +94,8 @@ enum net_flag {
 				   * half done, the next holder mends the array */
 	NET_F_LEASE_READ = 1u << 4, /* NET_OP_LEASE for a degraded read: read rights do
 				     * (a writer's needs write rights) */
+	NET_F_LEASE_RENEW = 1u << 5, /* NET_OP_LEASE taken again by its holder: -ENOENT
+				      * if it is not still the holder's */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

@@ -171,17 +171,34 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	return 0;
 }
 
+int lease_renew(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
+		uint64_t now_us)
+{
+	struct lease *l;
+	uint64_t dur_ms = a->dur_ms > LEASE_MAX_MS ? LEASE_MAX_MS : a->dur_ms;
+
+	if (!a->token || !klen || klen > LEASE_KEY_MAX || !dur_ms)
+		return -ENOENT;
+	l = *find(t, key, klen);
+	if (!l || l->token != a->token || l->expires_us <= now_us)
+		return -ENOENT;
+	l->expires_us = now_us + dur_ms * 1000;
+	return 0;
+}
+
 int lease_give(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 	       bool torn)
 {
 	struct lease **pp, *l;
+	bool reader;
 
 	if (!a->token || !klen || klen > LEASE_KEY_MAX)
 		return -ENOENT;
-	if (a->reader)
-		torn = false; /* a reader wrote nothing */
 	pp = find(t, key, klen);
 	l = *pp;
+	reader = a->reader || (l && l->token == a->token && l->reader);
+	if (reader)
+		torn = false; /* a reader wrote nothing */
 	if (!l || l->token != a->token) {
 		/*
 		 * Not this holder's any more (it ran out of time, or its session
@@ -198,8 +215,9 @@ int lease_give(struct lease_tab *t, const void *key, size_t klen, const struct l
 	}
 	if (torn || l->late) {
 		mark_torn(t, l);
-	} else if (a->reader && l->torn) {
-		mark_torn(t, l); /* it mended nothing: the mark stays as it was */
+	} else if (reader && l->torn) {
+		l->reader = true; /* it mended nothing: the mark stays as it was */
+		mark_torn(t, l);
 	} else {
 		*pp = l->next;
 		free(l);

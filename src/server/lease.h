@@ -74,6 +74,14 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn);
 
 /*
+ * Renew the lease a->token holds, for a->dur_ms from now_us: 0, or -ENOENT
+ * if it is not held by a->token any more (it ran out, or its session
+ * closed: another may have had it since).
+ */
+int lease_renew(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
+		uint64_t now_us);
+
+/*
  * Give it back (a->token; a->off and len: the range the holder wrote),
  * whole (torn false: the key is forgotten, unless a late torn give-back
  * marked it meanwhile) or torn (marked for the next holder): 0, or -ENOENT

@@ -421,6 +421,21 @@ static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t 
 #define EC_LEASE_MS 60000
 #define EC_LEASE_WAIT_MS 30000
 
+/*
+ * A NET_OP_LEASE of the array to target host for this pass's token, over
+ * [off, off + len): give it back (max 0; how: 0 whole, NET_F_TORN torn,
+ * NET_F_LEASE_READ leaving a mark as it was), or renew it (max ms, how
+ * NET_F_LEASE_RENEW: -ENOENT if it is not still ours).
+ */
+static int ec_lease_op(struct pass *p, int host, struct lode_oid oid, const struct lode_key *k,
+		       uint64_t off, uint64_t len, uint32_t max, uint32_t how)
+{
+	struct conn_tgt_io io = {.epoch = p->token, .off = off, .len = len, .max = max,
+				 .hflags = how};
+
+	return host < 0 ? -ENOENT : conn_tgt_io(p->ct, (unsigned)host, NET_OP_LEASE, oid, k, &io);
+}
+
 static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oid,
 		    const struct lode_key *k, uint64_t at_off, uint64_t at_len, uint64_t size,
 		    int *host)
@@ -474,11 +489,16 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 					p->version, (unsigned long long)oid.hi,
 					(unsigned long long)oid.lo, c);
 			p->torn = true;
+			/* Back as it was: nothing was written, the mark stays. */
+			(void)ec_lease_op(p, *host, oid, k, at_off, at_len, 0, NET_F_LEASE_READ);
+			*host = -1;
 			return 1;
 		}
 	}
-	/* Every data member is live: the torn range's parity from the data. */
-	for (uint64_t at = off; at < end; at += EC_PIECE) {
+	/* Every data member is live: the torn range's parity from the data,
+	 * the lease renewed before each piece (a mend may be long). A mend
+	 * that fails gives it back torn. */
+	for (uint64_t at = off; at < end && rc == 0; at += EC_PIECE) {
 		uint64_t n = end - at < EC_PIECE ? end - at : EC_PIECE;
 		uint8_t src[EC_K_MAX], *data[EC_K_MAX], *par[EC_P_MAX];
 
@@ -488,30 +508,26 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 		}
 		for (unsigned j = 0; j < g->cls->p; j++)
 			par[j] = p->ecbuf + (size_t)(nk + j) * EC_PIECE;
-		if ((rc = ec_read_srcs(p, g, src, oid, k, at, n, p->ecbuf)) < 0 ||
-		    (rc = ec_encode(g->codec, data, par, n)) < 0)
-			return rc;
-		for (unsigned j = 0; j < g->cls->p; j++) {
+		if (stopping(p->rb))
+			rc = -ECANCELED;
+		else if ((rc = ec_lease_op(p, *host, oid, k, at_off, at_len, EC_LEASE_MS,
+					   NET_F_LEASE_RENEW)) == 0 &&
+			 (rc = ec_read_srcs(p, g, src, oid, k, at, n, p->ecbuf)) == 0)
+			rc = ec_encode(g->codec, data, par, n);
+		for (unsigned j = 0; j < g->cls->p && rc == 0; j++) {
 			struct conn_tgt_io wr = {.epoch = LODE_EPOCH_MAX, .off = at, .len = n,
 						 .out = par[j]};
 
-			if (g->m.tgt[nk + j] >= 0 &&
-			    (rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[nk + j], NET_OP_ARR_UPDATE, oid,
-					      k, &wr)) < 0)
-				return rc;
+			if (g->m.tgt[nk + j] >= 0)
+				rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[nk + j], NET_OP_ARR_UPDATE,
+						 oid, k, &wr);
 		}
 	}
-	return 0;
-}
-
-/* Give the lease back (torn: the array stays marked for a writer to mend). */
-static void ec_lease_give(struct pass *p, int host, struct lode_oid oid, const struct lode_key *k,
-			  bool torn)
-{
-	struct conn_tgt_io io = {.epoch = p->token, .torn = torn};
-
-	if (host >= 0)
-		(void)conn_tgt_io(p->ct, (unsigned)host, NET_OP_LEASE, oid, k, &io);
+	if (rc < 0) {
+		(void)ec_lease_op(p, *host, oid, k, at_off, at_len, 0, NET_F_TORN);
+		*host = -1;
+	}
+	return rc;
 }
 
 /* The lost cells of [off, off + n) on every member, rebuilt from the sources src[0, ns). */
@@ -609,10 +625,12 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 		uint64_t n = size - off < EC_PIECE ? size - off : EC_PIECE;
 		int host;
 
+		/* A piece's failure writes only to the replacements: the lease goes
+		 * back whole. ec_lease gives it back itself when it did not mend. */
 		rc = ec_lease(p, g, oid, k, off, n, size, &host);
 		if (rc == 0)
 			rc = ec_piece(p, g, oid, k, src, ns, want, off, n);
-		ec_lease_give(p, host, oid, k, rc != 0);
+		(void)ec_lease_op(p, host, oid, k, off, n, 0, 0);
 		if (rc > 0)
 			return 0; /* torn, and left so: the pass fails at its end */
 		if (rc < 0)

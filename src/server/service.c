@@ -1027,6 +1027,8 @@ static void op_lease(struct srv_op *op)
 	if (a->max == 0) {
 		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), &ask,
 				    op->hdr.flags & NET_F_TORN);
+	} else if (op->hdr.flags & NET_F_LEASE_RENEW) {
+		op->rc = lease_renew(&op->t->leases, key, (size_t)(p - key), &ask, now_us());
 	} else {
 		struct lease_torn torn = {0};
 

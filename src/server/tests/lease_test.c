@@ -241,6 +241,29 @@ static void test_reader(void **state)
 	lease_tab_fini(&t);
 }
 
+/* A renewal succeeds only while the lease is still the holder's. */
+static void test_renew(void **state)
+{
+	struct lease_tab t;
+	struct lease_ask a = {.token = 1, .session = 1, .dur_ms = 100, .len = 4096};
+
+	(void)state;
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	assert_int_equal(lease_renew(&t, "w", 1, &a, 0), -ENOENT); /* never taken */
+	assert_int_equal(take_range(&t, "w", 1, 0, 4096, 0), 0);
+	assert_int_equal(lease_renew(&t, "w", 1, &a, 50 * MS), 0); /* now ends at 150 ms */
+	assert_int_equal(take_range(&t, "w", 2, 0, 1, 120 * MS), -EBUSY);
+	/* Ran out: renewing fails, though nobody took it meanwhile. */
+	assert_int_equal(lease_renew(&t, "w", 1, &a, 150 * MS), -ENOENT);
+	/* Taken by another and given back whole: gone, and not ours again. */
+	assert_int_equal(take_range(&t, "w", 2, 0, 1, 160 * MS), 0);
+	assert_true(last.torn);
+	assert_int_equal(give_range(&t, "w", 2, 0, 1, false), 0);
+	assert_int_equal(lease_renew(&t, "w", 1, &a, 170 * MS), -ENOENT);
+	assert_int_equal(t.n, 0);
+	lease_tab_fini(&t);
+}
+
 static void test_session(void **state)
 {
 	struct lease_tab t;
@@ -311,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_torn_range),
 		cmocka_unit_test(test_late_torn),
 		cmocka_unit_test(test_reader),
+		cmocka_unit_test(test_renew),
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_bad_and_full),
 	};
