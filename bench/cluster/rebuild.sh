@@ -11,12 +11,17 @@
 # ... done, N objects, B bytes"). Prints a Markdown table of medians
 # (min–max): bytes copied, seconds, MiB/s over both survivors and of the
 # one that copied more, and the ratio to the same run's TCP stream.
+# MODE=integrate: instead of the kill, a fourth engine joins (NEW) and the
+# time is from its start until the map shows it NEW, then until the three
+# have copied onto it what the layout with it places there and the map
+# shows it UP (docs/decisions/0014); the rates are over all three.
 #
 # usage: bench/cluster/rebuild.sh [BUILD_DIR] [OUT_DIR]
 # environment:
 #   DATA_MB   MiB written to the RP_2 container before the kill [256]
 #   REPEAT    fresh systems [3]
 #   GRACE_MS  the service's grace period [1500]
+#   MODE      rebuild (kill -9 of engine 2) or integrate (a fourth joins) [rebuild]
 # Exit status: 0 when every run completed, 1 otherwise, 2 on bad usage.
 set -euo pipefail
 
@@ -40,6 +45,14 @@ OUT=${2:-$(mktemp -d "${TMPDIR:-/tmp}/lode-rebuild.XXXXXX")}
 DATA_MB=${DATA_MB:-256}
 REPEAT=${REPEAT:-3}
 GRACE_MS=${GRACE_MS:-1500}
+MODE=${MODE:-rebuild}
+case $MODE in
+rebuild | integrate) ;;
+*)
+	echo "rebuild.sh: MODE is rebuild or integrate, not '$MODE'" >&2
+	exit 2
+	;;
+esac
 LODE=$BUILD/bin/lode
 LODED=$BUILD/bin/loded
 for b in "$LODE" "$LODED"; do
@@ -83,15 +96,26 @@ for rep in $(seq 1 "$REPEAT"); do
 		--iodepth 4 --size "$((DATA_MB / 8))m" --runtime 1 --json >"$dir/fill.json" ||
 		{ FAILED=1; stop_all; continue; }
 	t0=$(date +%s%N)
-	kill -KILL "$c_pid"
-	wait "$c_pid" 2>/dev/null || true
-	wait_state 2 DOWN 30 || { FAILED=1; stop_all; continue; }
-	t1=$(date +%s%N)
-	wait_state 2 OUT 600 || { FAILED=1; stop_all; continue; }
-	t2=$(date +%s%N)
-	# What each survivor copied: the total, and the busiest one's share.
+	if [ "$MODE" = integrate ]; then
+		start d "127.0.0.1:$(bench_free_port)" --join "$mgmt" --join-cred "$LODE_CREDENTIALS" ||
+			exit 1
+		wait_state 3 NEW 30 || { FAILED=1; stop_all; continue; }
+		t1=$(date +%s%N)
+		wait_state 3 UP 600 || { FAILED=1; stop_all; continue; }
+		t2=$(date +%s%N)
+		copiers=("$dir/a.log" "$dir/b.log" "$dir/c.log")
+	else
+		kill -KILL "$c_pid"
+		wait "$c_pid" 2>/dev/null || true
+		wait_state 2 DOWN 30 || { FAILED=1; stop_all; continue; }
+		t1=$(date +%s%N)
+		wait_state 2 OUT 600 || { FAILED=1; stop_all; continue; }
+		t2=$(date +%s%N)
+		copiers=("$dir/a.log" "$dir/b.log")
+	fi
+	# What each copier copied: the total, and the busiest one's share.
 	bytes=$(grep -ho "rebuild for pool map version [0-9]*: done, [0-9]* objects, [0-9]* bytes" \
-		"$dir/a.log" "$dir/b.log" |
+		"${copiers[@]}" |
 		awk '{ s += $(NF - 1); if ($(NF - 1) > m) m = $(NF - 1) } END { print s + 0, m + 0 }')
 	tcp=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["ceilings"]["tcp"]["bw_mib_s"])' \
 		"$dir/fill.json")
@@ -100,7 +124,7 @@ for rep in $(seq 1 "$REPEAT"); do
 	rm -rf "$WORK"
 done
 
-python3 - "$OUT/runs.tsv" "$DATA_MB" <<'PY' | tee "$OUT/summary.md"
+python3 - "$OUT/runs.tsv" "$DATA_MB" "$MODE" <<'PY' | tee "$OUT/summary.md"
 import statistics, sys
 
 rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
@@ -120,8 +144,12 @@ for _, t0, t1, t2, rest in rows:
     rate.append(r)
     per.append(busiest / 2**20 / secs if secs > 0 else 0)
     ratio.append(r / tcp if tcp else 0)
-print("### Rebuild of one engine of three, RP_2, %s MiB written, %d runs\n" % (sys.argv[2], len(rows)))
-print("| kill to DOWN (s) | DOWN to OUT (s) | copied (MiB) | MiB/s, both survivors | MiB/s, the busier one | / loopback TCP stream |")
+if sys.argv[3] == "integrate":
+    print("### Integration of a fourth engine into three, RP_2, %s MiB written, %d runs\n" % (sys.argv[2], len(rows)))
+    print("| start to NEW (s) | NEW to UP (s) | copied (MiB) | MiB/s, all three | MiB/s, the busiest one | / loopback TCP stream |")
+else:
+    print("### Rebuild of one engine of three, RP_2, %s MiB written, %d runs\n" % (sys.argv[2], len(rows)))
+    print("| kill to DOWN (s) | DOWN to OUT (s) | copied (MiB) | MiB/s, both survivors | MiB/s, the busier one | / loopback TCP stream |")
 print("|---|---|---|---|---|---|")
 print("| %s | %s | %s | %s | %s | %s |" % (cell(down, "%.2f"), cell(rebuild, "%.2f"), cell(copied, "%.0f"),
       cell(rate, "%.1f"), cell(per, "%.1f"), cell(ratio, "%.3f")))

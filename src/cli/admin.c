@@ -1172,8 +1172,10 @@ static void engines_print(const Lode__Mgmt__V1__PoolMap *map, const char *indent
 		const Lode__Mgmt__V1__Engine *e = map->engines[i];
 		char t[32], h[48];
 
-		printf("%s%4" PRIu32 "  %-*s  %-5s  %-9s  %s\n", indent, e->id, w, e->address,
-		       state_name(e->state), fmt_targets(t, sizeof(t), e),
+		/* "-": a slot kept for an engine reintegrated under a new id. */
+		printf("%s%4" PRIu32 "  %-*s  %-5s  %-9s  %s\n", indent, e->id, w,
+		       e->address[0] ? e->address : "-", state_name(e->state),
+		       fmt_targets(t, sizeof(t), e),
 		       fmt_heartbeat(h, sizeof(h), e, now));
 	}
 }
@@ -1873,7 +1875,14 @@ static int engine_state_set(struct admin *a, Lode__Mgmt__V1__State to, const cha
 	if ((rc = call(a, M("EngineSetState"), &req.base, &lode__mgmt__v1__engine__descriptor,
 		       &rep, -ENOENT, "%s engine %lu", what, id)))
 		return rc;
-	printf("engine %" PRIu32 " (%s) is %s\n", rep->id, rep->address, state_name(rep->state));
+	if (to == LODE__MGMT__V1__STATE__STATE_UP && rep->state == LODE__MGMT__V1__STATE__STATE_OUT)
+		printf("engine %" PRIu32 " was OUT: it joins again as a new engine (a new id, "
+		       "NEW), is emptied, and is filled with what the layout places on it; "
+		       "`lode system engines` and `lode pool query` show it\n",
+		       rep->id);
+	else
+		printf("engine %" PRIu32 " (%s) is %s\n", rep->id, rep->address,
+		       state_name(rep->state));
 	reply_free(rep);
 	return 0;
 }

@@ -1170,10 +1170,14 @@ static const struct cmd cmds[] = {
 	 "Needs a system administrator. The engine must be UP; it keeps serving while\n"
 	 "its data is copied away, then it is OUT. Engine 0 cannot be drained.",
 	 NULL},
-	{"system reintegrate", "ID", 1, 1, CMD_ADMIN, "bring engine ID back UP",
-	 "Needs a system administrator. The engine must be DOWN or OUT. It serves\n"
-	 "again at once with what it held when it left: there is no catch-up yet, so\n"
-	 "only bring back an engine that missed no writes (docs/decisions/0014).",
+	{"system reintegrate", "ID", 1, 1, CMD_ADMIN, "bring engine ID back",
+	 "Needs a system administrator. The engine must be DOWN or OUT.\n"
+	 "OUT (its data was rebuilt elsewhere): it joins again as a new engine, NEW,\n"
+	 "with a new id; its targets are emptied and filled with what the layout\n"
+	 "places on them, while it serves, and it goes UP (docs/decisions/0014).\n"
+	 "DOWN (its rebuild has not ended): it serves again at once with what it held\n"
+	 "when it left, which lacks what was written meanwhile; only bring back that\n"
+	 "way an engine that missed no writes, or wait until it is OUT.",
 	 NULL},
 	{"key rotate", "", 0, 0, CMD_ADMIN,
 	 "sign capabilities with a new key from now on",

@@ -152,7 +152,8 @@ struct lode_conn {
 	 * ends in: map with them OUT. Writes go to the replacements it names
 	 * too (place.c). NULL otherwise. */
 	struct layout_map *map_next;
-	bool draining;          /* the service's map has DRAIN engines or targets (UP in map) */
+	bool moving;            /* the service's map has DRAIN engines or targets (UP in map)
+				 * or NEW engines: live members move */
 	bool map_local;         /* map is conn_map_local's: the service's is not installed */
 	struct creq *parked;    /* refused as stale: placed again with the next map */
 	uint32_t transport;   /* NET_TP_* in use */
@@ -537,9 +538,9 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
  * in and cap, where a fetch's value or a list's items land; an, a list's
  * cursor (its tgt is not used). val gets the reply's value (a fetched
  * value's full length, an array's size, a list's count), in_len the bytes
- * received. NET_OP_LEASE: epoch is the token, max the ms (0: give back),
- * hflags the header flags (NET_F_TORN, _LEASE_READ, _LEASE_RENEW), in and
- * cap where the torn range lands.
+ * received. hflags: header flags (NET_F_LIST_ALL for a list). NET_OP_LEASE:
+ * epoch is the token, max the ms (0: give back), hflags NET_F_TORN,
+ * _LEASE_READ, _LEASE_RENEW; in and cap where the torn range lands.
  */
 struct conn_tgt_io {
 	lode_epoch_t epoch;
@@ -573,12 +574,30 @@ int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *
 
 /*
  * Whether engine self has a rebuild to take part in under c's map: 1 (a
- * DOWN or DRAIN engine or target, and self is UP or DRAIN), 0 (nothing to
- * do), -EAGAIN (the map has NEW engines, whose integration is not built). *share
- * gets a rough share of an engine's data that is to be copied (DOWN
- * engines / UP ones), for an estimate of the work.
+ * DOWN or DRAIN engine or target, or a NEW engine to integrate, and self
+ * is UP or DRAIN), 0 (nothing to do), -EAGAIN (there is, but the map says
+ * a target may still hold data of an older layout: it waits for a map
+ * that says every one is reclaimed). *share gets a rough share of an
+ * engine's data that is to be copied (moving engines / UP ones), for an
+ * estimate of the work.
  */
 int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share);
+
+/*
+ * The reclaim (docs/decisions/0014) under c's map: *settled gets the map's
+ * settled version. 1 when engine self has yet to remove what that layout
+ * does not place on it (the map's reclaimed version is below it), else 0.
+ */
+int conn_reclaim_due(lode_conn_t *c, uint32_t *settled);
+
+/*
+ * Whether (engine self, its target local_tgt) is a member, DOWN or not, of
+ * the group of (oid, dkey_hash) of class cls under c->map: 1 or 0. -ENOENT
+ * when c has no map; -EAGAIN when the map says every target is reclaimed
+ * (moves may have begun, so a reclaim must stop); placement's errors.
+ */
+int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
+		     uint64_t dkey_hash, uint32_t self, uint16_t local_tgt);
 
 /*
  * What a rebuild or drain does with the group of a dkey (of oid, class cls,

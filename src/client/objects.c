@@ -1384,6 +1384,7 @@ int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
 	r->a.off = io->off;
 	r->a.len = io->len;
 	r->rebuild = io->rebuild;
+	r->hflags = io->hflags;
 	if (io->an) {
 		r->a.anchor.len = io->an->len;
 		r->a.anchor.key = io->an->key;
@@ -1397,7 +1398,6 @@ int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
 		rc = value_in(r, io->in, io->cap);
 	} else if (op == NET_OP_LEASE) {
 		r->a.max = io->max;
-		r->hflags = io->hflags;
 		r->in = io->in;
 		r->in_cap = io->cap;
 	}

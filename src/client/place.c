@@ -91,30 +91,46 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 
 /*
  * c->map_next for the map now installed: a copy with every DOWN and DRAIN
- * engine and target OUT, while there are any; else NULL. And c->map itself
- * with DRAIN engines and targets UP, so that data keeps being placed where
- * it is until the drain ends (c->draining says one runs). Lock held.
+ * engine and target OUT and, unless an engine or target is DOWN, every NEW
+ * engine UP, while there are any; else
+ * NULL. And c->map itself with DRAIN engines and targets UP, so that data
+ * keeps being placed where it is until the drain ends (c->moving says a
+ * drain or an integration runs). No c->map_next while the service's map
+ * says a target may still hold data of an older layout (reclaimed <
+ * settled, docs/decisions/0014): a copy written there now could be lost
+ * to its reclaim, or land beneath what it holds. Lock held.
  */
 static void map_next_update(lode_conn_t *c)
 {
 	struct layout_map *n = NULL, *m = c->map;
-	bool any = false;
+	bool any = false, integrate;
 	uint64_t v;
 
 	layout_map_free(c->map_next);
 	c->map_next = NULL;
-	c->draining = false;
+	c->moving = false;
 	if (!m || c->map_local)
 		return;
 	v = m->version;
 	if (layout_map_dup(m, &n) < 0)
 		n = NULL; /* no rebuild or drain placement: DRAIN still shows UP */
+	integrate = !layout_map_down(m);
 	for (uint32_t i = 0; i < m->nengines; i++) {
 		const struct layout_engine *e = &m->engines[i];
 		uint32_t id = e->id;
 
+		if (e->state == LAYOUT_NEW) {
+			/* Integrated in slot order, as the service will; not while a
+			 * failure is rebuilt (a move that cannot end must not hold
+			 * that rebuild up). */
+			if (!integrate)
+				continue;
+			c->moving = true;
+			any |= n && layout_map_engine_set(n, id, LAYOUT_UP) == 0;
+			continue;
+		}
 		if (e->state == LAYOUT_DOWN || e->state == LAYOUT_DRAIN) {
-			c->draining |= e->state == LAYOUT_DRAIN;
+			c->moving |= e->state == LAYOUT_DRAIN;
 			any |= n && layout_map_engine_set(n, id, LAYOUT_OUT) == 0;
 			if (e->state == LAYOUT_DRAIN)
 				layout_map_engine_set(m, id, LAYOUT_UP);
@@ -123,7 +139,7 @@ static void map_next_update(lode_conn_t *c)
 		for (uint16_t t = 0; t < e->ntgts; t++) {
 			if (e->tgt[t] != LAYOUT_DOWN && e->tgt[t] != LAYOUT_DRAIN)
 				continue;
-			c->draining |= e->tgt[t] == LAYOUT_DRAIN;
+			c->moving |= e->tgt[t] == LAYOUT_DRAIN;
 			any |= n && layout_map_target_set(n, id, t, LAYOUT_OUT) == 0;
 			if (e->tgt[t] == LAYOUT_DRAIN)
 				layout_map_target_set(m, id, t, LAYOUT_UP);
@@ -133,7 +149,7 @@ static void map_next_update(lode_conn_t *c)
 	m->version = v;
 	if (n)
 		n->version = v;
-	if (any)
+	if (any && m->reclaimed >= m->settled)
 		c->map_next = n;
 	else
 		layout_map_free(n);
@@ -223,13 +239,14 @@ static int spare_target(lode_conn_t *c, const struct layout_group *g,
 }
 
 /*
- * Whether the map the running rebuild or drain ends in may place g's live
- * members elsewhere: a member is DOWN (its replacement can push a live one),
- * or a drain runs (the draining engine's members move).
+ * Whether the map the running rebuild, drain or integration ends in may
+ * place g's live members elsewhere: a member is DOWN (its replacement can
+ * push a live one), or a drain or integration runs (members move off the
+ * draining engine, onto the new one).
  */
 static bool group_moves(const lode_conn_t *c, const struct layout_group *g)
 {
-	if (c->draining)
+	if (c->moving)
 		return true;
 	for (unsigned i = 0; i < g->size; i++)
 		if (g->shard[i].down)
@@ -420,6 +437,8 @@ int conn_map_decode(const Lode__Mgmt__V1__PoolMap *pm, struct layout_map **out)
 		return rc == -ENOMEM ? rc : -EPROTO;
 	}
 	m->version = pm->version;
+	m->settled = pm->settled_version;
+	m->reclaimed = pm->reclaimed_version;
 	*out = m;
 	return 0;
 }
@@ -618,7 +637,7 @@ int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *
 int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
 {
 	const struct layout_map *m;
-	bool down = false, up = false;
+	bool down = false, up = false, due;
 	unsigned ndown = 0, nup = 0;
 	int rc = 0;
 
@@ -628,26 +647,63 @@ int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
 		return 0;
 	}
 	/* c->map has DRAIN engines and targets UP: c->map_next says what moves. */
+	due = c->moving;
 	for (uint32_t i = 0; i < m->nengines; i++) {
 		const struct layout_engine *e = &m->engines[i];
 		const struct layout_engine *n = c->map_next ? &c->map_next->engines[i] : NULL;
 
-		if (e->state == LAYOUT_NEW)
-			rc = -EAGAIN; /* integration is not built: leave the map alone */
+		due |= e->state == LAYOUT_DOWN;
 		down |= n && n->state != e->state;
 		ndown += n && n->state != e->state;
 		nup += e->state == LAYOUT_UP;
-		for (uint16_t t = 0; t < e->ntgts; t++)
+		for (uint16_t t = 0; t < e->ntgts; t++) {
+			due |= e->tgt[t] == LAYOUT_DOWN;
 			down |= n && n->tgt[t] != e->tgt[t];
+		}
 		if (e->id == self)
 			up = e->state == LAYOUT_UP;
 	}
+	/* No c->map_next until every target is reclaimed (map_next_update):
+	 * the moves wait for a newer map. */
+	if (due && m->reclaimed < m->settled)
+		rc = -EAGAIN;
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
 	/* Of what an engine holds, about this much moves. */
 	*share = nup ? (double)(ndown ? ndown : 1) / nup : 0;
 	return down && up ? 1 : 0;
+}
+
+int conn_reclaim_due(lode_conn_t *c, uint32_t *settled)
+{
+	int due = 0;
+
+	pthread_mutex_lock(&c->lock);
+	*settled = 0;
+	if (c->map && !c->map_local) {
+		*settled = c->map->settled;
+		due = c->map->reclaimed < c->map->settled;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return due;
+}
+
+int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
+		     uint64_t dkey_hash, uint32_t self, uint16_t local_tgt)
+{
+	struct layout_group g;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->map && !c->map_local && c->map->reclaimed >= c->map->settled)
+		rc = -EAGAIN; /* moves may have begun: a walk now could drop their copies */
+	else if (c->map && !c->map_local &&
+		 (rc = layout_dkey_place(c->map, oid, cls, dkey_hash, &g)) == 0)
+		for (unsigned i = 0; i < g.size && rc == 0; i++)
+			rc = g.shard[i].engine == self && g.shard[i].tgt == local_tgt;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,

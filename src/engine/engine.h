@@ -186,15 +186,25 @@ struct eng_anchor {
 #define ENG_ANCHOR_INIT {0}
 
 /*
- * List objects of a container with something visible at epoch. Fills up to
- * max oids; returns the number filled (0 with anchor->eof set at the end).
+ * The epoch that lists every object and dkey holding any record under a
+ * dkey, visible or not (punched ones too): the reclaim's walk, which must
+ * find a dkey's punches to remove them (docs/decisions/0014). An object
+ * that holds nothing but object punches is not listed.
+ */
+#define ENG_EPOCH_ANY 0
+
+/*
+ * List objects of a container with something visible at epoch (or, at
+ * ENG_EPOCH_ANY, with any record under a dkey). Fills up to max oids;
+ * returns the number filled (0 with anchor->eof set at the end).
  */
 int eng_obj_list(struct eng_target *tgt, const struct lode_uuid *cont, lode_epoch_t epoch,
 		 struct eng_anchor *anchor, struct lode_oid *oids, unsigned max);
 
 /*
  * List the dkeys of key->oid (eng_dkey_list) or the akeys of key->dkey
- * (eng_akey_list) visible at epoch. Keys are packed into buf as
+ * (eng_akey_list) visible at epoch (dkeys: ENG_EPOCH_ANY lists each with a
+ * record). Keys are packed into buf as
  * [u16 little-endian length][bytes] one after another; returns the number of
  * keys packed. A key that does not fit in the remaining space ends the batch
  * (returns -EOVERFLOW if not even one fits).

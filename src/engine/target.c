@@ -2041,11 +2041,14 @@ static bool dkey_visible(struct eng_target *t, uint32_t cidx, struct lode_oid oi
 			 const struct kb *dpfx, lode_epoch_t epoch)
 {
 	uint32_t dlen = be16(dpfx->b + OBJ_PFX);
-	lode_epoch_t bar = punch_barrier(t, cidx, oid, dpfx->b + OBJ_PFX + 2, dlen, epoch);
+	lode_epoch_t bar;
 	struct kb k = *dpfx;
 	struct bt_cur c;
 	struct rec *r;
 
+	if (epoch == ENG_EPOCH_ANY)
+		return true; /* listed because a record has this prefix */
+	bar = punch_barrier(t, cidx, oid, dpfx->b + OBJ_PFX + 2, dlen, epoch);
 	kb_u16(&k, 1); /* skip the dkey punch records (akey length 0) */
 	for (r = bt_seek(t->index, &c, k.b, k.len); has_prefix(r, dpfx);) {
 		struct kb a;

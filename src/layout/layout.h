@@ -101,6 +101,9 @@ struct layout_map {
 	uint32_t nbuckets;             /* derived: slots before the first NEW engine */
 	uint32_t nin;                  /* derived: engines whose `in` is set */
 	uint32_t width;                /* derived: targets of the first nbuckets engines (SX) */
+	/* Carried for the client, not used by placement nor encoded: the
+	 * service's PoolMap.settled_version and reclaimed_version. */
+	uint32_t settled, reclaimed;
 };
 
 /*
@@ -154,6 +157,8 @@ int layout_map_target_set(struct layout_map *m, uint32_t id, unsigned tgt, unsig
 const struct layout_engine *layout_map_engine(const struct layout_map *m, uint32_t id);
 /* How many engines are in state s (0 for a value that is no state). */
 unsigned layout_map_count(const struct layout_map *m, unsigned s);
+/* Whether an engine, or a target of an engine in the layout, is DOWN. */
+bool layout_map_down(const struct layout_map *m);
 
 /* Bytes layout_map_encode writes for m. */
 size_t layout_map_encode_size(const struct layout_map *m);

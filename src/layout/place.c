@@ -189,19 +189,25 @@ static uint32_t spare_draw(const struct layout_map *m, uint64_t gkey, unsigned i
 }
 
 /*
- * The target of a member of group `group` on engine e: one in the layout
- * (e->in holds). The draw is the object's, not the group's (okey0 is group
- * 0's key), and group g takes the g-th target after it: the groups of one
- * object that land on one engine take distinct targets while there are
- * targets enough, so a striped object on a single engine uses every target
- * rather than the targets its groups happen to draw (drawn per group, half
- * the objects of SX on one engine of two targets lived on one of them).
- * Group 0, every group of RP and EC, places as a per-group draw did.
+ * The target of member `member` of group `group` on engine e: one in the
+ * layout (e->in holds). The draw is the object's, not the group's (okey0
+ * is group 0's key), and group g takes the g-th target after it: the
+ * groups of one object that land on one engine take distinct targets
+ * while there are targets enough, so a striped object on a single engine
+ * uses every target rather than the targets its groups happen to draw
+ * (drawn per group, half the objects of SX on one engine of two targets
+ * lived on one of them). Member i takes the i-th after that: when a move
+ * puts a member on the engine another member of its group is leaving (an
+ * engine integrated pushes the members after it back onto the engines
+ * they were refused), the two are on distinct targets while the move runs
+ * (engines of two targets or more), so an EC cell never lands on the
+ * target that holds another cell of its stripe (docs/decisions/0014).
  */
-static uint16_t tgt_draw(const struct layout_engine *e, uint64_t okey0, uint32_t group)
+static uint16_t tgt_draw(const struct layout_engine *e, uint64_t okey0, uint32_t group,
+			 unsigned member)
 {
 	uint64_t k = mix64(okey0 ^ mix64(0x7467740000000000ull | e->id));
-	uint32_t t = 0, step = group % e->ntgts;
+	uint32_t t = 0, step = (uint32_t)((group + (uint64_t)member) % e->ntgts);
 
 	for (unsigned a = 0; a < ATTEMPTS; a++) {
 		t = layout_jump(mix64(k + GOLDEN * a), e->ntgts) + step;
@@ -251,7 +257,7 @@ static int group_place(const struct layout_map *m, uint64_t okey, const struct l
 	out->size = g;
 	for (unsigned i = 0; i < g; i++) {
 		const struct layout_engine *e = &m->engines[slot[i]];
-		uint16_t t = tgt_draw(e, mix64(okey + GOLDEN), group);
+		uint16_t t = tgt_draw(e, mix64(okey + GOLDEN), group, i);
 
 		out->shard[i].engine = e->id;
 		out->shard[i].tgt = t;

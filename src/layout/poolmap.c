@@ -185,6 +185,8 @@ int layout_map_dup(const struct layout_map *m, struct layout_map **mp)
 	d->nbuckets = m->nbuckets;
 	d->nin = m->nin;
 	d->width = m->width;
+	d->settled = m->settled;
+	d->reclaimed = m->reclaimed;
 	*mp = d;
 	return 0;
 }
@@ -226,6 +228,20 @@ unsigned layout_map_count(const struct layout_map *m, unsigned s)
 	for (uint32_t i = 0; i < m->nengines; i++)
 		n += m->engines[i].state == s;
 	return n;
+}
+
+bool layout_map_down(const struct layout_map *m)
+{
+	for (uint32_t i = 0; i < m->nengines; i++) {
+		const struct layout_engine *e = &m->engines[i];
+
+		if (e->state == LAYOUT_DOWN)
+			return true;
+		for (uint16_t t = 0; layout_state_in(e->state) && t < e->ntgts; t++)
+			if (e->tgt[t] == LAYOUT_DOWN)
+				return true;
+	}
+	return false;
 }
 
 int layout_map_engine_add(struct layout_map *m, uint32_t id, unsigned ntgts, unsigned state)

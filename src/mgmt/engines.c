@@ -244,6 +244,26 @@ static void live_drop(struct mgmt *m, uint32_t id)
 		}
 }
 
+int mgmt_engine_retire(struct mgmt *m, uint32_t id)
+{
+	ms_engine *e = ms_engine_by_id(m->st.s, id);
+	uint8_t uuid[16];
+
+	if (!e)
+		return -ENOENT;
+	/* A uuid no engine has: random, and not any other record's. */
+	do {
+		if (auth_random(uuid, sizeof(uuid)))
+			return -EIO;
+	} while (ms_engine_by_uuid(m->st.s, uuid));
+	/* Its address is the new record's from now on: no client may take
+	 * this one for it. */
+	if (ms_bytes_set(&e->uuid, uuid, sizeof(uuid)) || ms_str_set(&e->address, ""))
+		return -ENOMEM;
+	live_drop(m, id);
+	return 0;
+}
+
 void mgmt_live_free(struct mgmt *m)
 {
 	for (size_t i = 0; i < m->nlive; i++)
@@ -335,20 +355,54 @@ void mgmt_rebuild_sum(struct mgmt *m, const struct layout_map *map, struct mgmt_
 		out->finished_unix_ms = 0;
 }
 
+/*
+ * The reclaim (docs/decisions/0014): once every engine that holds shards or
+ * is to be integrated has removed what the settled layout no longer places
+ * on it, moves onto its targets may start (the map says so:
+ * reclaimed_version).
+ */
+static void reclaim_advance(struct mgmt *m, const struct layout_map *map, bool *changed)
+{
+	ms_state *s = m->st.s;
+	uint32_t settled = s->settled_version;
+	struct mgmt_rebuild_info ri;
+
+	if (s->reclaimed_version >= settled)
+		return;
+	for (uint32_t i = 0; i < map->nengines; i++) {
+		enum report r;
+
+		if (!rebuild_member(&map->engines[i]) && map->engines[i].state != LAYOUT_NEW)
+			continue; /* a NEW one reclaims what a past life left, makes the containers */
+		r = report_get(m, map->engines[i].id, &ri);
+		if (r == REPORT_NONE || (r == REPORT_GIVEN && ri.reclaimed_version < settled))
+			return;
+	}
+	s->reclaimed_version = settled;
+	*changed = true;
+}
+
 int mgmt_rebuild_settle(struct mgmt *m, struct layout_map *map, bool *changed)
 {
 	uint32_t v = (uint32_t)map->version;
 	struct mgmt_rebuild_info ri;
+	bool integrate;
 	int rc;
 
-	if (!mgmt_rebuild_due(map))
+	reclaim_advance(m, map, changed);
+	/* Nothing moved before every target was ready (engines say so by not
+	 * reporting a rebuild done meanwhile); this says it again. */
+	if (!mgmt_rebuild_due(map) || m->st.s->reclaimed_version < m->st.s->settled_version)
 		return 0;
 	for (uint32_t i = 0; i < map->nengines; i++)
 		if (rebuild_member(&map->engines[i]) &&
 		    !report_done(report_get(m, map->engines[i].id, &ri), &ri, v))
 			return 0;
-	/* Their shards live elsewhere now; the NEW ones hold theirs. NEW
-	 * engines are the last slots, and integrate in slot order. */
+	/* Their shards live elsewhere now; the NEW ones hold theirs, unless
+	 * the move was a failure's rebuild, which integrates nothing (clients
+	 * compute map_next the same way, src/client/place.c). NEW engines are
+	 * the last slots, and integrate in slot order. */
+	integrate = !layout_map_down(map);
 	for (uint32_t i = 0; i < map->nengines; i++) {
 		uint8_t st = map->engines[i].state;
 
@@ -358,7 +412,7 @@ int mgmt_rebuild_settle(struct mgmt *m, struct layout_map *map, bool *changed)
 				return rc;
 		}
 	}
-	for (uint32_t i = 0; i < map->nengines; i++) {
+	for (uint32_t i = 0; i < map->nengines && integrate; i++) {
 		if (map->engines[i].state != LAYOUT_NEW)
 			continue;
 		rc = layout_map_engine_set(map, map->engines[i].id, LAYOUT_UP);
@@ -366,6 +420,9 @@ int mgmt_rebuild_settle(struct mgmt *m, struct layout_map *map, bool *changed)
 			return rc;
 	}
 	m->st.s->rebuilt_version = v;
+	/* The map committed next (v + 1) has the new layout; what the old one
+	 * placed elsewhere is reclaimed before anything moves again. */
+	m->st.s->settled_version = v + 1;
 	*changed = true;
 	return 0;
 }

@@ -354,6 +354,8 @@ static Lode__Mgmt__V1__PoolMap *map_msg(struct rb *b, struct mgmt *m, uint64_t *
 	r->version = (uint32_t)map->version;
 	r->heartbeat_ms = m->heartbeat_ms;
 	r->grace_ms = m->grace_ms;
+	r->settled_version = m->st.s->settled_version;
+	r->reclaimed_version = m->st.s->reclaimed_version;
 	r->engines = rb_array(b, map->nengines, sizeof(*r->engines));
 	for (uint32_t i = 0; r->engines && i < map->nengines; i++) {
 		Lode__Mgmt__V1__Engine *e =
@@ -1811,9 +1813,18 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 			goto out;
 		}
 		s->next_engine_id++;
+		/* Nothing moves onto it before it has said it is ready (the
+		 * containers made, nothing of a past life left): every engine
+		 * reclaims again (docs/decisions/0014). */
+		if (!up)
+			s->settled_version = (uint32_t)v0 + 1;
 		changed = true;
 	}
 	id = e->id;
+	/* A restarted engine has forgotten what it reported (its reclaim
+	 * above all): nothing of it counts until it reports again. */
+	if (mgmt_live_get(m, id, now))
+		mgmt_live_get(m, id, now)->reported = false;
 	if (!mgmt_live_get(m, id, now)) {
 		mgmt_state_rollback(&m->st);
 		st = fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
@@ -1852,6 +1863,7 @@ static void rebuild_take(struct mgmt_rebuild_info *ri, const Lode__Mgmt__V1__Reb
 	ri->started_unix_ms = r->started_unix_ms;
 	ri->finished_unix_ms = r->finished_unix_ms;
 	ri->errno_value = r->errno_value;
+	ri->reclaimed_version = r->reclaimed_version;
 }
 
 static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const void *in,
@@ -1977,6 +1989,25 @@ static int op_engine_set_state(struct mgmt *m, const struct caller *who, const v
 		goto out;
 	}
 	v0 = map->version;
+	if (le->state == LAYOUT_OUT) {
+		/* Its old place would come back with what it held when it
+		 * left, and the places its members had since would keep stale
+		 * copies: it joins again as a new engine instead, and moves
+		 * fill it (docs/decisions/0014). */
+		rc = mgmt_engine_retire(m, le->id);
+		if (rc) {
+			mgmt_state_rollback(&m->st);
+			st = fail(msg, msg_cap, RPC_INTERNAL, "engine %u: %s", le->id,
+				  lode_strerror(rc));
+			goto out;
+		}
+		rc = mgmt_state_commit(&m->st);
+		if (rc) {
+			st = fail_commit(msg, msg_cap, rc);
+			goto out;
+		}
+		goto reply;
+	}
 	rc = layout_map_engine_set(map, req->engine_id, to);
 	if (rc) {
 		st = fail(msg, msg_cap, RPC_FAILED_PRECONDITION, "engine %u: %s -> %s: %s",
@@ -1985,11 +2016,17 @@ static int op_engine_set_state(struct mgmt *m, const struct caller *who, const v
 		goto out;
 	}
 	map->version = v0 + 1;
+	/* Back from DOWN: it may have missed a reclaim while it was away (it
+	 * is not waited for): every engine walks again before anything moves
+	 * (docs/decisions/0014). */
+	if (to == LAYOUT_UP)
+		m->st.s->settled_version = (uint32_t)map->version;
 	rc = mgmt_map_commit(m, map);
 	if (rc) {
 		st = fail_commit(msg, msg_cap, rc);
 		goto out;
 	}
+reply:
 	pm = map_msg(&b, m, &capacity, &used);
 	for (size_t i = 0; pm && i < pm->n_engines; i++)
 		if (pm->engines[i]->id == req->engine_id) {

@@ -40,6 +40,7 @@ struct mgmt_rebuild_info {
 	uint64_t bytes_done, bytes_total;
 	int64_t started_unix_ms, finished_unix_ms;
 	int32_t errno_value; /* 0 or a negative Lode error */
+	uint32_t reclaimed_version; /* PoolMap.settled_version reclaimed through (0: unknown) */
 };
 
 /* What the host tells the service; called on the service's thread. Any may

@@ -191,7 +191,8 @@ static const char *ms_state_check_map(const ms_state *s)
 		else if (map->engines[i].id != e->id || map->engines[i].ntgts != e->ntargets)
 			why = "the pool map and the engines differ";
 	}
-	if (!why && (map->version > UINT32_MAX || s->rebuilt_version > map->version))
+	if (!why && (map->version > UINT32_MAX || s->rebuilt_version > map->version ||
+		     s->settled_version > map->version || s->reclaimed_version > s->settled_version))
 		why = "the pool map's version";
 	layout_map_free(map);
 	return why;

@@ -302,12 +302,20 @@ int mgmt_host_register(struct mgmt *m, const uint8_t *uuid, char *msg, size_t ms
  * NULL: no memory. */
 struct mgmt_engine_live *mgmt_live_get(struct mgmt *m, uint32_t id, int64_t now_ms);
 void mgmt_live_free(struct mgmt *m);
+/* Reintegration of an OUT engine (docs/decisions/0014): its record keeps
+ * its slot, OUT, under a uuid no engine has and no address, so that the
+ * engine's next heartbeat is refused and it joins again as a new engine
+ * (NEW, a new id, integrated by moves). The caller commits. -ENOENT,
+ * -ENOMEM, -EIO. */
+int mgmt_engine_retire(struct mgmt *m, uint32_t id);
 /* Whether map has an engine DOWN, DRAIN or NEW: a rebuild to its version is due. */
 bool mgmt_rebuild_due(const struct layout_map *map);
 /* Complete the rebuild to map's version if one is due and every UP and
  * DRAIN engine reports it done: DOWN and DRAIN engines go OUT, NEW ones UP
- * (in slot order), and the model records the version as rebuilt. *changed
- * is set when it did; the caller bumps the version and commits. -errno. */
+ * (in slot order), and the model records the version as rebuilt and the
+ * next one as settled. Before that, record the settled version as
+ * reclaimed once every UP, DRAIN and NEW engine reports so. *changed is set
+ * when either happened; the caller bumps the version and commits. -errno. */
 int mgmt_rebuild_settle(struct mgmt *m, struct layout_map *map, bool *changed);
 /*
  * PoolQuery's rebuild: the engines' reports for the version due, or for the

@@ -33,9 +33,10 @@
 #include "lode/types.h"
 
 #define NET_MAGIC 0x45444f4cu /* "LODE" read as little-endian */
-#define NET_VERSION 4 /* 2: capabilities checked, the welcome names the management port;
+#define NET_VERSION 5 /* 2: capabilities checked, the welcome names the management port;
 			* 3: updates and punches carry an epoch (rebuild's);
-			* 4: write leases (NET_OP_LEASE) */
+			* 4: write leases (NET_OP_LEASE);
+			* 5: NET_OP_DKEY_DROP */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -80,6 +81,9 @@ enum net_op {
 			* -EBUSY while another holds it, reply val its ms left;
 			* granted, reply val 1 if the array is torn, and the data
 			* the torn range: u64 off, u64 end */
+	NET_OP_DKEY_DROP, /* remove every record of the dkey from the target, as if never
+			   * written (the reclaim of a dkey it no longer holds, see
+			   * docs/decisions/0014); admin rights; -LODE_EKEYEMPTY if none */
 	NET_OP_COUNT
 };
 
@@ -96,6 +100,9 @@ enum net_flag {
 				     * (a writer's needs write rights) */
 	NET_F_LEASE_RENEW = 1u << 5, /* NET_OP_LEASE taken again by its holder: -ENOENT
 				      * if it is not still the holder's */
+	NET_F_LIST_ALL = 1u << 6,    /* NET_OP_OBJ_LIST, NET_OP_DKEY_LIST: every object or
+				      * dkey with a record, punched ones too, whatever the
+				      * epoch (the reclaim's walk); needs admin rights */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

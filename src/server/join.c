@@ -435,6 +435,7 @@ static int heartbeat(struct member *m)
 		rs.started_unix_ms = ri.started_unix_ms;
 		rs.finished_unix_ms = ri.finished_unix_ms;
 		rs.errno_value = ri.errno_value;
+		rs.reclaimed_version = ri.reclaimed_version;
 		req.rebuild = &rs;
 	}
 	st = call(m, M("EngineHeartbeat"), &req.base, &lode__mgmt__v1__heartbeat_reply__descriptor,

@@ -32,9 +32,20 @@
  * rebuild again for it; an error is reported and retried after a pause.
  * A drain is the same work: the client's map keeps a DRAIN engine in the
  * layout (UP) and the end map has it OUT, so its members have new places
- * to be copied to, by the first live member, which may be on it. Maps with
- * NEW engines are left alone (integration is not built): such an engine
- * stays NEW.
+ * to be copied to, by the first live member, which may be on it. So is an
+ * integration: the end map has the NEW engines UP, and the members that
+ * placement then puts on them (and the ones those push) are copied there.
+ *
+ * The reclaim (docs/decisions/0014), before any of that. A copy lands
+ * beneath what its target holds, so a target must hold nothing of a dkey
+ * it held under an older layout before a move brings that dkey back. When
+ * a move ends (and when an engine joins NEW), the service records the map
+ * version as settled; every UP, DRAIN and NEW engine then removes from its
+ * targets, physically (NET_OP_DKEY_DROP), each dkey that layout places
+ * elsewhere, makes the containers and snapshots its targets lack, and
+ * says so in its report (reclaimed_version). Until all have, the map says
+ * so (reclaimed < settled): clients write no copies to next places and
+ * no engine copies (conn_rebuild_due answers -EAGAIN).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -70,6 +81,7 @@ struct rebuild {
 	bool stop, joined;
 	uint32_t torn_told;            /* the map version torn arrays were logged for */
 	struct mgmt_rebuild_info info; /* under mu */
+	uint32_t reclaimed;            /* the settled map version reclaimed through; under mu */
 };
 
 /* One pass over one map version. */
@@ -86,6 +98,8 @@ struct pass {
 	struct ec_codec *codec[3]; /* EC_2P1, EC_4P2, EC_8P2, made at the first need */
 	bool exdev;                /* an EC group was left as it is (see dkey_ec) */
 	bool torn;                 /* an EC array was left torn (see ec_lease) */
+	bool reclaim;              /* this scan reclaims (dkey_reclaim) instead of copying */
+	uint64_t dropped;          /* dkeys the reclaim removed */
 	uint64_t token;            /* this pass's lease token */
 	uint8_t *ecbuf;            /* EC pieces: 2 (k + p) x EC_PIECE */
 };
@@ -161,6 +175,25 @@ static int buf_room(struct pass *p, size_t n)
 	return 0;
 }
 
+/*
+ * A copy's write to its new place dst. A target of an engine that joined
+ * after the container was made, by a client that did not know it yet,
+ * lacks the container: it is made there, and the write goes again.
+ */
+static int copy_write(struct pass *p, unsigned dst, uint16_t op, struct lode_oid oid,
+		      const struct lode_key *k, struct conn_tgt_io *wr)
+{
+	struct conn_tgt_io mk = {.epoch = LODE_EPOCH_MAX};
+	int rc = conn_tgt_io(p->ct, dst, op, oid, k, wr);
+
+	if (rc != -LODE_ENOCONT)
+		return rc;
+	rc = conn_tgt_io(p->ct, dst, NET_OP_CONT_CREATE, (struct lode_oid){0, 0}, NULL, &mk);
+	if (rc < 0 && rc != -EEXIST)
+		return rc;
+	return conn_tgt_io(p->ct, dst, op, oid, k, wr);
+}
+
 /* An array akey: what reads back as data, piece by piece (holes stay holes). */
 static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
 		      const struct lode_key *k)
@@ -186,7 +219,7 @@ static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oi
 		}
 		if (all_zero(p->buf, n))
 			continue;
-		if ((rc = conn_tgt_io(p->ct, dst, NET_OP_ARR_UPDATE, oid, k, &wr)) < 0)
+		if ((rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr)) < 0)
 			return rc;
 		count(p->rb, 0, n);
 	}
@@ -222,7 +255,7 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 		struct conn_tgt_io wr = {.epoch = p->epoch, .out = p->buf, .len = n,
 					 .rebuild = true};
 
-		if ((rc = conn_tgt_io(p->ct, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
+		if ((rc = copy_write(p, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
 			return rc;
 		count(p->rb, 0, n);
 	}
@@ -258,6 +291,10 @@ static int keys_each(struct keys_walk *w, uint16_t op, const struct lode_key *k)
 	while (!an.eof && rc == 0 && !stopping(w->p->rb)) {
 		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = w->buf,
 					 .cap = w->cap};
+
+		/* The reclaim must find punched dkeys too: their punches go. */
+		if (w->p->reclaim && op == NET_OP_DKEY_LIST)
+			io.hflags = NET_F_LIST_ALL;
 		size_t at = 0;
 
 		if ((rc = conn_tgt_io(w->p->ct, w->tgt, op, w->oid, k, &io)) < 0)
@@ -576,7 +613,7 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 
 		if (!(want & 1u << m) || all_zero(cells[m], n))
 			continue;
-		if ((rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, oid, k, &wr)) <
+		if ((rc = copy_write(p, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, oid, k, &wr)) <
 		    0)
 			return rc;
 		count(p->rb, 0, n);
@@ -674,7 +711,7 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 
 			if (g->m.dst[l] < 0)
 				continue; /* stays where it is */
-			if ((rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[l], NET_OP_SV_UPDATE, oid, k,
+			if ((rc = copy_write(p, (unsigned)g->m.dst[l], NET_OP_SV_UPDATE, oid, k,
 					      &wr)) < 0)
 				return rc;
 			count(p->rb, 0, n);
@@ -738,7 +775,31 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	return rc;
 }
 
-/* The dkeys of one object on our target (global t, local tl) that we copy. */
+/*
+ * The reclaim (docs/decisions/0014): a dkey on our target that the settled
+ * layout does not place here any more (a move took it elsewhere) goes,
+ * physically, so that a later move back here copies it onto nothing. Only
+ * what placement surely puts elsewhere: an error keeps the dkey.
+ */
+static int dkey_reclaim(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
+{
+	struct lode_key dk = {dkey, dlen, NULL, 0};
+	struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+	int rc = conn_dkey_member(w->p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), w->p->self,
+				  w->local);
+
+	if (rc != 0)
+		return rc == -ENOENT || rc == -EAGAIN ? rc : 0; /* a member, or not placeable: kept */
+	rc = conn_tgt_io(w->p->ct, w->tgt, NET_OP_DKEY_DROP, w->oid, &dk, &io);
+	if (rc == -LODE_EKEYEMPTY || rc == -ENOENT || rc == -LODE_ENOCONT)
+		rc = 0; /* gone meanwhile */
+	if (rc == 0)
+		w->p->dropped++;
+	return rc;
+}
+
+/* The dkeys of one object on our target (global t, local tl) that we copy
+ * (or reclaim). */
 static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid oid)
 {
 	struct layout_class cls;
@@ -748,11 +809,13 @@ static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid 
 
 	if (conn_obj_class(p->ct, oid, &cls) < 0)
 		return 0; /* no class we place by */
-	if (cls.redun == LAYOUT_R_EC)
+	if (p->reclaim)
+		w.fn = dkey_reclaim;
+	else if (cls.redun == LAYOUT_R_EC)
 		w.fn = dkey_ec;
 	w.cls = &cls;
 	w.local = tl;
-	if ((rc = keys_each(&w, NET_OP_DKEY_LIST, NULL)) == 0)
+	if ((rc = keys_each(&w, NET_OP_DKEY_LIST, NULL)) == 0 && !p->reclaim)
 		count(p->rb, 1, 0);
 	return rc;
 }
@@ -771,7 +834,8 @@ static int scan_container(struct pass *p)
 
 		while (!an.eof && rc == 0 && !stopping(p->rb)) {
 			struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = raw,
-						 .cap = sizeof(raw)};
+						 .cap = sizeof(raw),
+						 .hflags = p->reclaim ? NET_F_LIST_ALL : 0};
 
 			if ((rc = conn_tgt_io(p->ct, t, NET_OP_OBJ_LIST, (struct lode_oid){0, 0}, NULL,
 					      &io)) < 0)
@@ -827,15 +891,50 @@ static int connect_pool(struct rebuild *rb, const char *pool, uint32_t v, lode_c
 	return rc;
 }
 
+/*
+ * Before a reclaim: the open container and its snapshots on each of our
+ * targets. A target that missed its creation (an engine that joined, or
+ * was away, when it was made) gets them here, before anything moves onto
+ * it; the others have them already.
+ */
+static int cont_prepare(struct pass *p, const lode_epoch_t *snaps, int ns)
+{
+	unsigned first, n;
+	int rc = 0;
+
+	if (conn_engine_targets(p->c, p->self, &first, &n) < 0)
+		return -EHOSTDOWN; /* we are not connected to ourselves */
+	for (unsigned t = first; t < first + n && rc == 0; t++) {
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+
+		rc = conn_tgt_io(p->ct, t, NET_OP_CONT_CREATE, (struct lode_oid){0, 0}, NULL, &io);
+		for (int s = 0; (rc == 0 || rc == -EEXIST) && s < ns; s++) {
+			io = (struct conn_tgt_io){.epoch = snaps[s]};
+			rc = conn_tgt_io(p->ct, t, NET_OP_SNAP_CREATE, (struct lode_oid){0, 0}, NULL,
+					 &io);
+		}
+		if (rc == -EEXIST)
+			rc = 0;
+	}
+	return rc;
+}
+
 /* Every container of one pool. */
 static int scan_pool(struct pass *p)
 {
 	char (*labels)[LODE_LABEL_MAX + 1] = calloc(4096, sizeof(*labels));
-	int n, rc = 0;
+	int n, cap = 4096, rc = 0;
 
 	if (!labels)
 		return -ENOMEM;
-	if ((n = lode_cont_list(p->c, labels, 4096)) < 0)
+	/* The count is of every container: list again into room for all. */
+	while ((n = lode_cont_list(p->c, labels, cap)) > cap) {
+		free(labels);
+		cap = n;
+		if (!(labels = calloc((size_t)cap, sizeof(*labels))))
+			return -ENOMEM;
+	}
+	if (n < 0)
 		rc = n;
 	for (int i = 0; i < n && rc == 0 && !stopping(p->rb); i++) {
 		lode_epoch_t snaps[256];
@@ -853,7 +952,10 @@ static int scan_pool(struct pass *p)
 		for (int s = 0; s < ns; s++)
 			if (snaps[s] >= p->epoch)
 				p->epoch = snaps[s] + 1;
-		rc = scan_container(p);
+		if (p->reclaim)
+			rc = cont_prepare(p, snaps, ns);
+		if (rc == 0)
+			rc = scan_container(p);
 		lode_cont_close(p->ct);
 		p->ct = NULL;
 	}
@@ -861,18 +963,85 @@ static int scan_pool(struct pass *p)
 	return rc;
 }
 
+/* Every container of every pool (c0: a connection to our own), scanned. */
+static int pools_scan(struct pass *p, lode_conn_t *c0)
+{
+	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
+	Lode__Mgmt__V1__PoolList *pools = NULL;
+	int rc;
+
+	rc = conn_mgmt_call(c0, "/lode.mgmt.v1.Mgmt/PoolListAll", &req.base,
+			    &lode__mgmt__v1__pool_list__descriptor, (ProtobufCMessage **)&pools,
+			    -ENOENT);
+	for (size_t i = 0; rc == 0 && pools && i < pools->n_pools && !stopping(p->rb); i++) {
+		const char *label = pools->pools[i]->label;
+		bool own = strcmp(label, conn_pool(c0)) == 0;
+
+		p->c = own ? c0 : NULL;
+		if (!own && (rc = connect_pool(p->rb, label, p->version, &p->c)) < 0)
+			break;
+		rc = scan_pool(p);
+		if (!own)
+			lode_disconnect(p->c);
+		p->c = NULL;
+	}
+	if (pools)
+		protobuf_c_message_free_unpacked(&pools->base, NULL);
+	return rc;
+}
+
 /*
- * What this engine does for map version v: 1 when there is nothing to
- * rebuild (no DOWN engine or target), 0 when it rebuilt its part, -EAGAIN
- * when a newer map came or the map is one this code leaves alone (NEW:
- * nothing is reported for it), else an error.
+ * The reclaim, before any rebuild (docs/decisions/0014): when the map says
+ * a settled layout is not reclaimed everywhere yet and we have not done our
+ * part, remove from our targets every dkey it places elsewhere, then say
+ * so (rebuild_report, with the heartbeats). When the map says it is, we
+ * have nothing of an older layout (we said so, or we were not one that
+ * held shards). 0 or an error.
+ */
+static int reclaim_run(struct pass *p, lode_conn_t *c0)
+{
+	struct rebuild *rb = p->rb;
+	uint32_t settled, have, again;
+	int rc, due = conn_reclaim_due(c0, &settled);
+
+	pthread_mutex_lock(&rb->mu);
+	have = rb->reclaimed;
+	if (!due && have < settled)
+		rb->reclaimed = settled;
+	pthread_mutex_unlock(&rb->mu);
+	if (!due || have >= settled)
+		return 0;
+	srv_log("reclaim of what pool map version %u places elsewhere: started", settled);
+	p->reclaim = true;
+	p->dropped = 0;
+	rc = pools_scan(p, c0);
+	p->reclaim = false;
+	if (rc == 0 && stopping(rb))
+		rc = -ECANCELED;
+	conn_reclaim_due(c0, &again);
+	if (rc == 0 && again != settled)
+		rc = -EAGAIN; /* another layout meanwhile: its reclaim is to do */
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&rb->mu);
+	rb->reclaimed = settled;
+	pthread_mutex_unlock(&rb->mu);
+	srv_log("reclaim of what pool map version %u places elsewhere: done, %llu dkeys removed",
+		settled, (unsigned long long)p->dropped);
+	return 0;
+}
+
+/*
+ * What this engine does for map version v: its reclaim if one is due,
+ * then 1 when there is nothing to rebuild (no DOWN engine or target, no
+ * drain or integration), 0 when it rebuilt its part, -EAGAIN when a newer
+ * map came or the moves wait for every engine's reclaim (nothing is
+ * reported for v then), else an error.
  */
 static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 {
 	struct pass *p = calloc(1, sizeof(*p));
 	lode_conn_t *c0 = NULL;
-	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
-	Lode__Mgmt__V1__PoolList *pools = NULL;
 	uint64_t used = 0;
 	double share = 0;
 	int rc;
@@ -885,7 +1054,7 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 	if (getrandom(&p->token, sizeof(p->token), GRND_NONBLOCK) != (ssize_t)sizeof(p->token))
 		p->token = (uint64_t)now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 	p->token |= 1; /* never 0 */
-	if ((rc = connect_pool(rb, NULL, v, &c0)) < 0)
+	if ((rc = connect_pool(rb, NULL, v, &c0)) < 0 || (rc = reclaim_run(p, c0)) < 0)
 		goto out;
 	if ((rc = conn_rebuild_due(c0, self, &share)) <= 0) {
 		rc = rc == 0 ? 1 : rc;
@@ -905,21 +1074,7 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 	rb->info.bytes_total = (uint64_t)((double)used * (share > 1 ? 1 : share));
 	pthread_mutex_unlock(&rb->mu);
 	srv_log("rebuild for pool map version %u: started", v);
-	rc = conn_mgmt_call(c0, "/lode.mgmt.v1.Mgmt/PoolListAll", &req.base,
-			    &lode__mgmt__v1__pool_list__descriptor, (ProtobufCMessage **)&pools,
-			    -ENOENT);
-	for (size_t i = 0; rc == 0 && pools && i < pools->n_pools && !stopping(rb); i++) {
-		const char *label = pools->pools[i]->label;
-		bool own = strcmp(label, conn_pool(c0)) == 0;
-
-		p->c = own ? c0 : NULL;
-		if (!own && (rc = connect_pool(rb, label, v, &p->c)) < 0)
-			break;
-		rc = scan_pool(p);
-		if (!own)
-			lode_disconnect(p->c);
-		p->c = NULL;
-	}
+	rc = pools_scan(p, c0);
 	if (rc == 0 && stopping(rb))
 		rc = -ECANCELED;
 	if (rc == 0 && p->exdev)
@@ -931,8 +1086,6 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 	if (rc == 0 && conn_map_version(c0) != v)
 		rc = -EAGAIN; /* the map moved under us: the copies may be for the old one */
 out:
-	if (pools)
-		protobuf_c_message_free_unpacked(&pools->base, NULL);
 	if (c0)
 		lode_disconnect(c0);
 	for (int i = 0; i < 3; i++)
@@ -988,7 +1141,9 @@ static void *rb_main(void *arg)
 				rc == -ENOSPC ? "too few engines left to place every replica"
 				: rc == -EXDEV
 					? "an erasure-coded group would move a cell onto the target "
-					  "of another of its members (not built; reads stay degraded)"
+					  "of another of its members (engines with fewer targets than "
+					  "its cells; not built: the group stays where it is, "
+					  "degraded if a member is lost, and the move waits)"
 				: rc == -ENOTRECOVERABLE
 					? "an erasure-coded array is torn and lost a data member "
 					  "(see above; it stays degraded until it is punched)"
@@ -1064,5 +1219,6 @@ void rebuild_report(struct rebuild *rb, struct mgmt_rebuild_info *out)
 		return;
 	pthread_mutex_lock(&rb->mu);
 	*out = rb->info;
+	out->reclaimed_version = rb->reclaimed;
 	pthread_mutex_unlock(&rb->mu);
 }

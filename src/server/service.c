@@ -632,6 +632,8 @@ static void op_list(struct srv_op *op, const struct eng_key *k)
 	lode_epoch_t e = op->a.epoch ? op->a.epoch : LODE_EPOCH_MAX;
 	int n;
 
+	if ((op->hdr.flags & NET_F_LIST_ALL) && op->hdr.opcode != NET_OP_AKEY_LIST)
+		e = ENG_EPOCH_ANY;
 	anchor_in(op);
 	if (op->hdr.opcode == NET_OP_OBJ_LIST) {
 		unsigned max = op->a.max < LIST_OIDS_MAX ? op->a.max : LIST_OIDS_MAX;
@@ -1168,6 +1170,10 @@ static void op_dispatch(struct srv_op *op)
 	case NET_OP_LEASE:
 		op_lease(op);
 		break;
+	case NET_OP_DKEY_DROP:
+		k.akey = NULL;
+		op->rc = eng_dkey_drop(t->eng, &k);
+		break;
 	default:
 		op->rc = -EOPNOTSUPP;
 		break;
@@ -1250,6 +1256,7 @@ static unsigned op_rights(uint16_t opcode)
 		return AUTH_R_WRITE;
 	case NET_OP_CONT_CREATE:
 	case NET_OP_CONT_DESTROY:
+	case NET_OP_DKEY_DROP: /* removes history as if it had never been */
 		return AUTH_R_ADMIN;
 	default:
 		return 0;
@@ -1289,6 +1296,8 @@ static int op_authorize(struct srv_op *op, const uint8_t *cap, size_t cap_len)
 		need = AUTH_R_READ;
 	if (op->hdr.flags & NET_F_REBUILD)
 		need |= AUTH_R_ADMIN; /* writing beneath others' versions rewrites history */
+	if (op->hdr.flags & NET_F_LIST_ALL)
+		need |= AUTH_R_ADMIN; /* what punches removed */
 	if ((c.rights & need) != need)
 		return -LODE_ECAPRIGHTS;
 	op->client = c.client;

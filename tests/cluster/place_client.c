@@ -13,6 +13,12 @@
  *   stream ADDR CONT SECS write objects of RP_2 for SECS seconds, with no
  *                         error allowed; then read every one back.
  *   verify ADDR CONT N    objects 0..N-1 of stream read back (a new connection).
+ *   write ADDR CONT N     objects 0..N-1 of stream written once.
+ *   remove ADDR CONT N    kv key k0 of objects 0..N-1 of stream removed (a
+ *                         punch); verify then fails until they are written
+ *                         again.
+ *   With PLACE_GEN=G in the environment, stream, verify and write use the
+ *   bytes of generation G (default 0): an overwrite is told from the old.
  *   s1dead ADDR CONT N    objects of S1 with one engine dead: each write and
  *                         read returns 0 or -EHOSTDOWN, at least one of each,
  *                         none takes long, and what was written reads back.
@@ -50,10 +56,13 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
+static unsigned gen; /* PLACE_GEN */
+
 /* The bytes of object i, key j: a pattern nobody else writes. */
 static void fill(uint8_t *p, size_t n, unsigned cls, unsigned i, unsigned j)
 {
-	uint64_t x = (uint64_t)cls << 48 ^ (uint64_t)i << 20 ^ j ^ 0x9e3779b97f4a7c15ull;
+	uint64_t x = (uint64_t)cls << 48 ^ (uint64_t)i << 20 ^ j ^ 0x9e3779b97f4a7c15ull ^
+		     (uint64_t)gen << 40;
 
 	for (size_t k = 0; k < n; k++) {
 		x ^= x << 13;
@@ -237,6 +246,33 @@ static int cmd_stream(lode_cont_t *ct, unsigned secs)
 	return cmd_verify(ct, LAYOUT_CLASS_RP_2, n);
 }
 
+static int cmd_write(lode_cont_t *ct, unsigned n)
+{
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		if ((rc = obj_write(ct, LAYOUT_CLASS_RP_2, i)) < 0) {
+			printf("FAIL write %u: %d (%s)\n", i, rc, lode_strerror(rc));
+			return 1;
+		}
+	printf("ok   %u RP_2 objects written (generation %u)\n", n, gen);
+	return 0;
+}
+
+static int cmd_remove(lode_cont_t *ct, unsigned n)
+{
+	int rc;
+
+	for (unsigned i = 0; i < n; i++)
+		if ((rc = lode_kv_remove(ct, oid_of(LODE_OT_KV, LAYOUT_CLASS_RP_2, i), "k0", NULL)) <
+		    0) {
+			printf("FAIL remove %u: %d (%s)\n", i, rc, lode_strerror(rc));
+			return 1;
+		}
+	printf("ok   k0 of %u RP_2 objects removed\n", n);
+	return 0;
+}
+
 static int cmd_s1dead(lode_cont_t *ct, unsigned n)
 {
 	unsigned ok = 0, down = 0;
@@ -311,11 +347,13 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 5 && !(argc == 6 && strcmp(argv[1], "late") == 0)) {
-		fprintf(stderr, "usage: place_client rw|spread|stream|verify|s1dead ADDR CONT N\n"
+		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|s1dead ADDR CONT N\n"
 				"       place_client late ADDR CONT N FILE\n");
 		return 2;
 	}
 	n = (unsigned)strtoul(argv[4], NULL, 10);
+	if (getenv("PLACE_GEN"))
+		gen = (unsigned)strtoul(getenv("PLACE_GEN"), NULL, 10);
 	open_cont(argv[2], argv[3], &c, &ct);
 	if (strcmp(argv[1], "rw") == 0)
 		rc = cmd_rw(c, ct, n);
@@ -325,6 +363,10 @@ int main(int argc, char **argv)
 		rc = cmd_stream(ct, n);
 	else if (strcmp(argv[1], "verify") == 0)
 		rc = cmd_verify(ct, LAYOUT_CLASS_RP_2, n);
+	else if (strcmp(argv[1], "write") == 0)
+		rc = cmd_write(ct, n);
+	else if (strcmp(argv[1], "remove") == 0)
+		rc = cmd_remove(ct, n);
 	else if (strcmp(argv[1], "s1dead") == 0)
 		rc = cmd_s1dead(ct, n);
 	else if (strcmp(argv[1], "late") == 0)

@@ -605,16 +605,27 @@ def run_pool_map(args, pb, pbg, tmp):
             break
         time.sleep(0.1)
     check(mm.engines[1].state == pb.STATE_OUT, "rebuild done: engine 1 OUT")
+    # Reintegrating an OUT engine: its record stays OUT without its address,
+    # and the engine, refused at its next heartbeat, joins again as engine 2
+    # (NEW: a container exists) at the same address.
     e = expect(grpc.StatusCode.OK, "EngineSetState UP (reintegrate)", mg.EngineSetState,
                pb.EngineStateRequest(engine_id=1, state=pb.STATE_UP), metadata=md(root),
                timeout=T)
+    check(e is not None and e.state == pb.STATE_OUT and e.address == "",
+          "the reintegrated OUT engine's record stays OUT, without its address")
+    expect(grpc.StatusCode.NOT_FOUND, "its next heartbeat is refused", mg.EngineHeartbeat,
+           pb.HeartbeatRequest(engine_id=1, uuid=uuid), metadata=md(node), timeout=T)
+    j2 = expect(grpc.StatusCode.OK, "it joins again", mg.EngineJoin,
+                pb.EngineJoinRequest(uuid=uuid, address="127.0.0.1:7001", ntargets=2),
+                metadata=md(node), timeout=T)
+    check(j2 is not None and j2.engine_id == 2 and j2.map.engines[2].state == pb.STATE_NEW,
+          "as engine 2, NEW")
     v = mg.PoolMapGet(pb.Empty(), metadata=md(root), timeout=T).version
-    # Silent past grace: DOWN (then OUT) without anyone asking.
+    # Silent past grace: a NEW engine is forgotten without anyone asking.
     time.sleep(1.5)
     mm = mg.PoolMapGet(pb.Empty(), metadata=md(root), timeout=T)
-    check(mm.engines[1].state in (pb.STATE_DOWN, pb.STATE_OUT) and mm.version > v,
-          "a silent engine is marked DOWN by the service (%s, version %d -> %d)" %
-          (pb.State.Name(mm.engines[1].state), v, mm.version))
+    check(len(mm.engines) == 2 and mm.version > v,
+          "a silent NEW engine is removed by the service (version %d -> %d)" % (v, mm.version))
     ch.close()
     # The map survives a restart.
     host.stop()
@@ -624,8 +635,8 @@ def run_pool_map(args, pb, pbg, tmp):
     m2 = expect(grpc.StatusCode.OK, "PoolMapGet after restart", mg.PoolMapGet, pb.Empty(),
                 metadata=md(root), timeout=T)
     check(m2 is not None and m2.version >= mm.version and len(m2.engines) == 2 and
-          m2.engines[1].address == "127.0.0.1:7001",
-          "the map came back: engines, address, a version not lower")
+          m2.engines[1].address == "" and m2.engines[1].state == pb.STATE_OUT,
+          "the map came back: engines, the retired record, a version not lower")
     ch.close()
     host.stop()
 

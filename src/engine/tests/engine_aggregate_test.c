@@ -6,6 +6,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -252,6 +253,28 @@ static void check_dropped(struct fix *f, const struct eng_key *near, const struc
 	}
 }
 
+/* Whether the dkey of k is among its object's dkeys listed at epoch. */
+static bool dkey_listed(struct fix *f, const struct eng_key *k, lode_epoch_t epoch)
+{
+	struct eng_anchor an = ENG_ANCHOR_INIT;
+	uint8_t buf[4096];
+	bool found = false;
+
+	while (!an.eof && !found) {
+		int n = eng_dkey_list(f->t, k, epoch, &an, buf, sizeof(buf));
+		size_t at = 0;
+
+		assert_true(n >= 0);
+		for (int i = 0; i < n; i++) {
+			uint16_t len = (uint16_t)(buf[at] | buf[at + 1] << 8);
+
+			found |= len == k->dkey_len && memcmp(buf + at + 2, k->dkey, len) == 0;
+			at += 2 + (size_t)len;
+		}
+	}
+	return found;
+}
+
 /*
  * eng_dkey_drop: every version and punch of one dkey goes, records and
  * space, while dkeys beside it (one whose name extends it) stay; a write
@@ -275,9 +298,16 @@ static void test_dkey_drop(void **state)
 	assert_int_equal(eng_dkey_punch(f->t, &f->k, 30, NULL, NULL), 0);
 	assert_int_equal(eng_arr_update(f->t, &near, 3, 0, f->a, 64 * KIB, NULL, NULL), 0);
 	assert_int_equal(eng_arr_update(f->t, &other, 3, 0, f->a, 64 * KIB, NULL, NULL), 0);
+	/* Punched, it is not listed, but for the reclaim's walk (ENG_EPOCH_ANY),
+	 * which must find its punch to remove it. */
+	assert_false(dkey_listed(f, &f->k, LODE_EPOCH_MAX));
+	assert_true(dkey_listed(f, &f->k, ENG_EPOCH_ANY));
+	assert_true(dkey_listed(f, &other, LODE_EPOCH_MAX));
 	r0 = records(f);
 	u0 = used(f);
 	assert_int_equal(eng_dkey_drop(f->t, &f->k), 0);
+	assert_false(dkey_listed(f, &f->k, ENG_EPOCH_ANY));
+	assert_true(dkey_listed(f, &near, ENG_EPOCH_ANY));
 	assert_true(records(f) <= r0 - 4); /* two extents, a value, a punch */
 	assert_true(used(f) <= u0 - MIB);
 	assert_int_equal(eng_arr_fetch(f->t, &f->k, 2, 0, f->got, 4 * KIB, NULL, NULL), -ENOENT);

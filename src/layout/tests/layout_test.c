@@ -778,11 +778,11 @@ static void test_place_golden(void **state)
 	} want[] = {
 		{"S1", 1, 0, {{102, 1}}},
 		{"S1", 2, 0, {{105, 0}}},
-		{"RP_3", 1, 0, {{102, 1}, {100, 0}, {105, 0}}},
-		{"RP_3", 2, 0, {{105, 0}, {106, 3}, {101, 2}}},
-		{"EC_4P2", 1, 0, {{102, 1}, {100, 0}, {105, 0}, {104, 2}, {106, 2}, {107, 0}}},
+		{"RP_3", 1, 0, {{102, 1}, {100, 1}, {105, 2}}},
+		{"RP_3", 2, 0, {{105, 0}, {106, 0}, {101, 0}}},
+		{"EC_4P2", 1, 0, {{102, 1}, {100, 1}, {105, 2}, {104, 1}, {106, 2}, {107, 1}}},
 		/* member 1's home is 103, which is OUT: 106 replaces it */
-		{"EC_4P2", 2, 0, {{105, 0}, {106, 3}, {101, 2}, {110, 2}, {108, 2}, {107, 2}}},
+		{"EC_4P2", 2, 0, {{105, 0}, {106, 0}, {101, 0}, {110, 1}, {108, 2}, {107, 3}}},
 	};
 	struct layout_map *m = map_make(12, 4);
 
@@ -1254,13 +1254,15 @@ static void test_place_target_out(void **state)
 }
 
 /* A NEW engine moves nothing; integrating it moves about 1/(N + 1) of the
- * shards, almost all of them onto it. */
+ * shards, almost all of them onto it; and a member that moves never lands
+ * on the target another member of its group had (an EC cell there would
+ * overwrite the other's), although members take one another's engines. */
 static void test_place_new_engine(void **state)
 {
 	struct layout_map *m = map_make(10, 4);
 	struct layout_class c = class_of("RP_3");
 	struct layout_group *a = place_all(m, &c), *b, *d;
-	uint64_t onto = 0, other = 0, total = (uint64_t)KEYS * c.group_size;
+	uint64_t onto = 0, other = 0, taken = 0, total = (uint64_t)KEYS * c.group_size;
 
 	assert_int_equal(layout_map_engine_add(m, 7, 4, LAYOUT_NEW), 0);
 	b = place_all(m, &c);
@@ -1275,8 +1277,15 @@ static void test_place_new_engine(void **state)
 				onto++;
 			else
 				other++;
+			for (unsigned j = 0; j < c.group_size; j++) {
+				taken += j != i && a[k].shard[j].engine == d[k].shard[i].engine;
+				assert_false(j != i && shard_same(&a[k].shard[j], &d[k].shard[i]));
+			}
 		}
 	}
+	print_message("integrating: %" PRIu64 " shards onto the engine of another member, "
+		      "none onto its target\n", taken);
+	assert_true(taken > 0);
 	print_message("integrating: %" PRIu64 " shards onto the new engine, %" PRIu64
 		      " elsewhere, of %" PRIu64 "\n",
 		      onto, other, total);

@@ -1269,6 +1269,30 @@ static void bare_end(struct bare *w)
 	world_end(&x);
 }
 
+/* The map's settled and reclaimed versions (docs/decisions/0014). */
+static void map_reclaim(struct mgmt *m, const struct sess *s, uint32_t *version,
+			uint32_t *settled, uint32_t *reclaimed)
+{
+	Lode__Mgmt__V1__PoolMap *map = map_get(m, s);
+
+	*version = map->version;
+	*settled = map->settled_version;
+	*reclaimed = map->reclaimed_version;
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+}
+
+/* Engine id (uuid byte u) says it has reclaimed the map's settled layout. */
+static int reclaim_ok(struct mgmt *m, const struct sess *root, const struct sess *s, uint32_t id,
+		      uint8_t u)
+{
+	Lode__Mgmt__V1__RebuildStatus rb = LODE__MGMT__V1__REBUILD_STATUS__INIT;
+	uint32_t v, settled, reclaimed;
+
+	map_reclaim(m, root, &v, &settled, &reclaimed);
+	rb.reclaimed_version = settled;
+	return heartbeat(m, s, id, u, &rb, NULL);
+}
+
 static void test_engine_join(void **state)
 {
 	Lode__Mgmt__V1__EngineJoinReply *r;
@@ -1422,9 +1446,12 @@ static void test_engine_detection(void **state)
 	w.m->grace_ms = 3000;
 	up = join_ok(w.m, &w.agent, 1, "h:1");
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_NEW);
-	/* A NEW engine's integration completes at the next check (the host has
-	 * nothing to rebuild); make it UP that way. */
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 1);
+	/* Not integrated before it says it is ready (reclaimed), although the
+	 * host has nothing to rebuild. */
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_NEW);
+	/* Its report completes the integration at once; make it UP that way. */
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, up, 1), RPC_OK);
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
 	nw = join_ok(w.m, &w.agent, 2, "h:2");
 	assert_int_equal(engine_state(w.m, &w.root, nw, &v0), S_NEW);
@@ -1450,11 +1477,27 @@ static void test_engine_detection(void **state)
 	assert_int_equal(engine_state(w.m, &w.root, 0, &v), S_UP);
 	assert_int_equal(engine_state(w.m, &w.root, up, &v), S_OUT);
 	assert_int_equal(v, v0 + 2);
+	/* The new layout is reclaimed (the host, reporting nothing, has
+	 * nothing of the old one): one more version says so, then nothing. */
+	assert_int_equal(mgmt_tick(w.m, now + 150000), 1);
+	assert_int_equal(engine_state(w.m, &w.root, 0, &v), S_UP);
+	assert_int_equal(v, v0 + 3);
 	assert_int_equal(mgmt_tick(w.m, now + 200000), 0);
 	/* Rejoining after removal is a new engine: a new id, never the old one. */
 	assert_int_equal(join_ok(w.m, &w.agent, 2, "h:2"), nw + 1);
-	/* A silent DRAIN engine goes DOWN too (its shards are rebuilt). */
+	/* Back from OUT: refused at its next heartbeat, it joins again as a new
+	 * engine; with the other NEW one, integrated once both are ready. */
 	assert_int_equal(set_state(w.m, &w.root, up, S_UP), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_OUT);
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_NOT_FOUND);
+	up = join_ok(w.m, &w.agent, 1, "h:1");
+	assert_int_equal(up, nw + 2);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, up, 1), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_NEW);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, nw + 1, 2), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+	assert_int_equal(engine_state(w.m, &w.root, nw + 1, NULL), S_UP);
+	/* A silent DRAIN engine goes DOWN too (its shards are rebuilt). */
 	assert_int_equal(set_state(w.m, &w.root, up, S_DRAIN), RPC_OK);
 	now = mgmt_now_ms(w.m);
 	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
@@ -1498,7 +1541,7 @@ static void test_rebuild(void **state)
 	Lode__Mgmt__V1__HeartbeatReply *hr;
 	Lode__Mgmt__V1__PoolInfo *pi;
 	struct bare w;
-	uint32_t e1, e2, e3, v;
+	uint32_t e1, e2, e3, e4, v, v2, settled, reclaimed;
 
 	bare_make(&w, "rebuild");
 	e1 = join_ok(w.m, &w.node, 1, "h:1");
@@ -1512,6 +1555,14 @@ static void test_rebuild(void **state)
 	assert_int_equal(cont_create(w.m, &w.root, "default", "c1", NULL), RPC_OK);
 	e3 = join_ok(w.m, &w.node, 3, "h:3");
 	assert_int_equal(engine_state(w.m, &w.root, e3, &v), S_NEW);
+	/* Every engine says it holds nothing of an older layout (test_reclaim
+	 * has the gate): a new version lets the moves start. */
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e1, 1), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e2, 2), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e3, 3), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e3, &settled), S_NEW);
+	assert_int_equal(settled, v + 1);
+	v = settled;
 	/* Due to v: the UP engines but the host (which reports nothing, so has
 	 * nothing to do) are pending. */
 	q = pool_rebuild(w.m, &w.root, &pi);
@@ -1570,22 +1621,120 @@ static void test_rebuild(void **state)
 	assert_int_equal(q->engines_pending, 2);
 	protobuf_c_message_free_unpacked(&pi->base, NULL);
 	rebuild_report(&rb1, v, false, 1, 1, 40, 50);
+	map_reclaim(w.m, &w.root, &v2, &settled, &reclaimed);
+	rb1.reclaimed_version = settled; /* the integration's layout, reclaimed */
 	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_DOWN);
 	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb1, NULL), RPC_OK);
 	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_OUT);
 	assert_int_equal(engine_state(w.m, &w.root, e3, &v), S_UP);
-	/* And back: reintegrated from OUT. */
-	assert_int_equal(set_state(w.m, &w.root, e2, S_UP), RPC_OK);
-	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
 	/* Drained, then done: OUT. */
 	assert_int_equal(set_state(w.m, &w.root, e3, S_DRAIN), RPC_OK);
 	engine_state(w.m, &w.root, e3, &v);
 	rebuild_report(&rb1, v, false, 1, 1, 60, 70);
+	map_reclaim(w.m, &w.root, &v2, &settled, &reclaimed);
+	rb1.reclaimed_version = settled;
 	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
-	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb1, NULL), RPC_OK);
 	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_DRAIN); /* it copies: asked too */
 	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb1, NULL), RPC_OK);
 	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_OUT);
+	/* Back from OUT: the record stays OUT in its slot, the engine is
+	 * refused at its next heartbeat and joins again as a new engine, NEW. */
+	assert_int_equal(set_state(w.m, &w.root, e2, S_UP), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, &v), S_OUT);
+	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb1, NULL), RPC_NOT_FOUND);
+	e4 = join_ok(w.m, &w.node, 2, "h:2");
+	assert_true(e4 > e3);
+	assert_int_equal(engine_state(w.m, &w.root, e4, NULL), S_NEW);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_OUT);
+	/* Its own record is what it answers to from now on. */
+	assert_int_equal(heartbeat(w.m, &w.node, e4, 2, &rb1, NULL), RPC_OK);
+	bare_end(&w);
+}
+
+/*
+ * The reclaim gate: a NEW engine joining a pool with containers, and the
+ * end of its integration, each settle a layout; the map says it is
+ * reclaimed once every UP, DRAIN and NEW engine has reported so, and not
+ * before; a DOWN one is not waited for.
+ */
+static void test_reclaim(void **state)
+{
+	Lode__Mgmt__V1__RebuildStatus rb;
+	struct bare w;
+	uint32_t e1, e2, e3, e4, v, v2, settled, reclaimed;
+
+	bare_make(&w, "reclaim");
+	e1 = join_ok(w.m, &w.node, 1, "h:1");
+	e2 = join_ok(w.m, &w.node, 2, "h:2");
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(settled, 0); /* engines UP at once: nothing moved */
+	assert_int_equal(reclaimed, 0);
+	assert_int_equal(cont_create(w.m, &w.root, "default", "c1", NULL), RPC_OK);
+	e3 = join_ok(w.m, &w.node, 3, "h:3");
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(settled, v); /* the join's version */
+	assert_int_equal(reclaimed, 0);
+	/* e1 and e2 say so; e3, NEW, has not: still closed. */
+	rebuild_report(&rb, 0, false, 0, 0, 0, 0);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb, NULL), RPC_OK);
+	rb.reclaimed_version = settled - 1; /* an older layout's is not this one's */
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
+	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	map_reclaim(w.m, &w.root, &v2, &settled, &reclaimed);
+	assert_int_equal(v2, v);
+	assert_int_equal(reclaimed, 0);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
+	map_reclaim(w.m, &w.root, &v2, &settled, &reclaimed);
+	assert_int_equal(v2, v + 1); /* a new version tells the clients */
+	assert_int_equal(reclaimed, settled);
+	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_NEW);
+	/* The integration ends: e3 UP, and that layout is settled, not reclaimed. */
+	rebuild_report(&rb, v2, false, 1, 1, 5, 6);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb, NULL), RPC_OK);
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(engine_state(w.m, &w.root, e3, NULL), S_UP);
+	assert_int_equal(v, v2 + 1);
+	assert_int_equal(settled, v);
+	assert_true(reclaimed < settled);
+	/* e2 dies before it reports: it is not waited for. */
+	assert_int_equal(set_state(w.m, &w.root, e2, S_DOWN), RPC_OK);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
+	map_reclaim(w.m, &w.root, &v2, &v, &reclaimed);
+	assert_true(reclaimed < settled);
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
+	map_reclaim(w.m, &w.root, &v2, &v, &reclaimed);
+	assert_int_equal(reclaimed, settled);
+	/* An engine joins while e2's rebuild is due: that rebuild ends without
+	 * it (a move that cannot end must not hold a failure's rebuild up);
+	 * it is integrated by the next. */
+	e4 = join_ok(w.m, &w.node, 4, "h:4");
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e1, 1), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e3, 3), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e4, 4), RPC_OK);
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(reclaimed, settled);
+	rebuild_report(&rb, v, false, 1, 1, 7, 8);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_OUT);
+	assert_int_equal(engine_state(w.m, &w.root, e4, NULL), S_NEW);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e1, 1), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e3, 3), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e4, 4), RPC_OK);
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	rebuild_report(&rb, v, false, 1, 1, 9, 10);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e4, NULL), S_UP);
 	bare_end(&w);
 }
 
@@ -1594,7 +1743,7 @@ static void test_engine_set_state(void **state)
 	Lode__Mgmt__V1__EngineStateRequest req = LODE__MGMT__V1__ENGINE_STATE_REQUEST__INIT;
 	Lode__Mgmt__V1__Engine *e;
 	struct bare w;
-	uint32_t id, v0, v;
+	uint32_t id, v0, v, settled, reclaimed;
 
 	bare_make(&w, "setstate");
 	id = join_ok(w.m, &w.node, 1, "h:1");
@@ -1620,8 +1769,12 @@ static void test_engine_set_state(void **state)
 	assert_int_equal(set_state(w.m, &w.root, id, S_DOWN), RPC_FAILED_PRECONDITION);
 	assert_int_equal(engine_state(w.m, &w.root, id, &v), S_DOWN);
 	assert_int_equal(v, v0 + 1);
-	/* Reintegrate, drain, and what a DRAIN engine may not do. */
+	/* Reintegrate, drain, and what a DRAIN engine may not do. Back from
+	 * DOWN, it may have missed a reclaim: every engine walks again. */
 	assert_int_equal(set_state(w.m, &w.root, id, S_UP), RPC_OK);
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(settled, v);
+	assert_true(reclaimed < settled);
 	assert_int_equal(set_state(w.m, &w.root, id, S_UP), RPC_FAILED_PRECONDITION);
 	assert_non_null(strstr(msg, "UP"));
 	assert_int_equal(set_state(w.m, &w.root, id, S_DRAIN), RPC_OK);
@@ -1897,6 +2050,7 @@ int main(void)
 		cmocka_unit_test(test_engine_heartbeat),
 		cmocka_unit_test(test_engine_detection),
 		cmocka_unit_test(test_rebuild),
+		cmocka_unit_test(test_reclaim),
 		cmocka_unit_test(test_engine_set_state),
 		cmocka_unit_test(test_map_get),
 		cmocka_unit_test(test_map_persistence),

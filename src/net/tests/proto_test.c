@@ -63,6 +63,7 @@ static const struct op_spec {
 	{NET_OP_HELLO, "hello", 0, 0},
 	{NET_OP_BYE, "bye", 0, 0},
 	{NET_OP_LEASE, "lease", K | NET_FLD_EPOCH | NET_FLD_OFF | NET_FLD_LEN | NET_FLD_MAX, 0},
+	{NET_OP_DKEY_DROP, "dkey_drop", NET_FLD_CONT | NET_FLD_OID | NET_FLD_DKEY, 0},
 };
 #define NSPEC (sizeof(op_spec) / sizeof(op_spec[0]))
 
@@ -438,7 +439,7 @@ static void test_args_bad_keys(void **state)
 			tested++;
 		}
 	}
-	assert_int_equal(tested, 10 + 8);
+	assert_int_equal(tested, 11 + 8);
 }
 
 /* A key length over the limit is refused even when the bytes it names are not there. */
@@ -630,7 +631,7 @@ static int hdr_decode_len(const struct net_hdr *h, size_t len, struct net_hdr *o
 static void test_hdr_round_trip(void **state)
 {
 	static const uint8_t want[NET_HDR_SIZE] = {
-		'L', 'O', 'D', 'E', 0x04, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
+		'L', 'O', 'D', 'E', 0x05, 0x00, 0x0b, 0x00, 0x01, 0x00, 0x00, 0x80,
 		0xe6, 0xff, 0xff, 0xff,
 		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x14, 0x13, 0x12, 0x11,
 		0x03, 0x00, 0x05, 0x00, 0x24, 0x23, 0x22, 0x21, 0x00, 0x00, 0x00, 0x00};
@@ -839,7 +840,7 @@ static void test_status(void **state)
 
 static void test_hello(void **state)
 {
-	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x04, 0x00, 0x00, 0x00};
+	static const uint8_t want[NET_HELLO_SIZE] = {'L', 'O', 'D', 'B', 0x05, 0x00, 0x00, 0x00};
 	uint8_t out[NET_HELLO_SIZE + 1], *c;
 
 	net_hello_encode(out);
