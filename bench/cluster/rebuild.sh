@@ -80,7 +80,11 @@ for rep in $(seq 1 "$REPEAT"); do
 	mkdir -p "$dir" "$WORK"
 	A=127.0.0.1:$(bench_free_port)
 	export LODE_CREDENTIALS=$dir/admin.credentials
-	echo "rebuild.sh: run $rep/$REPEAT: three engines, $DATA_MB MiB of RP_2, kill -9 of engine 2" >&2
+	if [ "$MODE" = integrate ]; then
+		echo "rebuild.sh: run $rep/$REPEAT: three engines, $DATA_MB MiB of RP_2, a fourth joins" >&2
+	else
+		echo "rebuild.sh: run $rep/$REPEAT: three engines, $DATA_MB MiB of RP_2, kill -9 of engine 2" >&2
+	fi
 	start a "$A" --admin-cred "$LODE_CREDENTIALS" --heartbeat-ms 200 --grace-ms "$GRACE_MS" ||
 		exit 1
 	mgmt=$(sed -n 's/^mgmt: //p' "$LODE_CREDENTIALS")
