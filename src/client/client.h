@@ -538,7 +538,9 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
  * in and cap, where a fetch's value or a list's items land; an, a list's
  * cursor (its tgt is not used). val gets the reply's value (a fetched
  * value's full length, an array's size, a list's count), in_len the bytes
- * received. hflags: header flags (NET_F_LIST_ALL for a list). NET_OP_LEASE:
+ * received. hflags: header flags (NET_F_LIST_ALL for a list).
+ * NET_OP_SNAP_LIST: max epochs into in (cap bytes), val their number.
+ * NET_OP_LEASE:
  * epoch is the token, max the ms (0: give back), hflags NET_F_TORN,
  * _LEASE_READ, _LEASE_RENEW; in and cap where the torn range lands.
  */

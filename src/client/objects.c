@@ -1396,6 +1396,10 @@ int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
 		rc = value_out(r, io->out, io->len);
 	} else if (op == NET_OP_SV_FETCH || op == NET_OP_ARR_FETCH) {
 		rc = value_in(r, io->in, io->cap);
+	} else if (op == NET_OP_SNAP_LIST) {
+		r->a.max = io->max;
+		r->in = io->in;
+		r->in_cap = io->cap;
 	} else if (op == NET_OP_LEASE) {
 		r->a.max = io->max;
 		r->in = io->in;

@@ -186,10 +186,11 @@ struct eng_anchor {
 #define ENG_ANCHOR_INIT {0}
 
 /*
- * The epoch that lists every object and dkey holding any record under a
- * dkey, visible or not (punched ones too): the reclaim's walk, which must
- * find a dkey's punches to remove them (docs/decisions/0014). An object
- * that holds nothing but object punches is not listed.
+ * The epoch that lists every object, dkey and akey holding any record
+ * under it, visible or not (punched ones too): the reclaim's walk, which
+ * must find a dkey's punches to remove them (docs/decisions/0014), and a
+ * rebuild's copy of snapshots, which must find what only a snapshot still
+ * has. An object that holds nothing but object punches is not listed.
  */
 #define ENG_EPOCH_ANY 0
 
@@ -203,8 +204,8 @@ int eng_obj_list(struct eng_target *tgt, const struct lode_uuid *cont, lode_epoc
 
 /*
  * List the dkeys of key->oid (eng_dkey_list) or the akeys of key->dkey
- * (eng_akey_list) visible at epoch (dkeys: ENG_EPOCH_ANY lists each with a
- * record). Keys are packed into buf as
+ * (eng_akey_list) visible at epoch (ENG_EPOCH_ANY: each with a record).
+ * Keys are packed into buf as
  * [u16 little-endian length][bytes] one after another; returns the number of
  * keys packed. A key that does not fit in the remaining space ends the batch
  * (returns -EOVERFLOW if not even one fits).

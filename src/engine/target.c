@@ -2216,6 +2216,8 @@ static bool vis_akey(struct eng_target *t, void *ctx, const struct kb *e)
 {
 	struct vis_ctx *v = ctx;
 
+	if (v->epoch == ENG_EPOCH_ANY)
+		return true; /* listed because a record has this prefix */
 	return akey_visible(t, e, v->epoch, v->bar);
 }
 

@@ -100,9 +100,10 @@ enum net_flag {
 				     * (a writer's needs write rights) */
 	NET_F_LEASE_RENEW = 1u << 5, /* NET_OP_LEASE taken again by its holder: -ENOENT
 				      * if it is not still the holder's */
-	NET_F_LIST_ALL = 1u << 6,    /* NET_OP_OBJ_LIST, NET_OP_DKEY_LIST: every object or
-				      * dkey with a record, punched ones too, whatever the
-				      * epoch (the reclaim's walk); needs admin rights */
+	NET_F_LIST_ALL = 1u << 6,    /* NET_OP_OBJ_LIST, _DKEY_LIST, _AKEY_LIST: every
+				      * object or key with a record, punched ones too,
+				      * whatever the epoch (the reclaim's walk, a rebuild's
+				      * copy of snapshots); needs admin rights */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

@@ -23,8 +23,10 @@
  * holds every change made after its copy began. The copy lands beneath
  * those versions, so it never hides a newer write or resurrects what a
  * newer punch removed; reads at the latest epoch see the newest of both.
- * What is lost: history. A snapshot taken before the rebuild reads nothing
- * of a rebuilt shard (decision 0011).
+ * History: before the latest view, each snapshot's view is copied at the
+ * snapshot's own epoch (copy_akey, copy_array), so snapshot reads see on
+ * the copy what they saw on the original. EC cells are rebuilt as the
+ * latest view only (decision 0011).
  *
  * The report (rebuild_report) goes to the service with each heartbeat (or
  * through the hosting service's hook): the map version, running or done,
@@ -102,6 +104,11 @@ struct pass {
 	uint64_t dropped;          /* dkeys the reclaim removed */
 	uint64_t token;            /* this pass's lease token */
 	uint8_t *ecbuf;            /* EC pieces: 2 (k + p) x EC_PIECE */
+	lode_epoch_t *snaps;       /* the open container's snapshots, ascending */
+	int nsnaps, snaps_cap;
+	uint64_t *sizes;           /* an array's size in each view: snaps_cap + 1 */
+	uint8_t *prev;             /* a copy's view before (copy_array, copy_akey) */
+	size_t prev_cap;
 };
 
 static int64_t now_ms(void)
@@ -194,70 +201,159 @@ static int copy_write(struct pass *p, unsigned dst, uint16_t op, struct lode_oid
 	return conn_tgt_io(p->ct, dst, op, oid, k, wr);
 }
 
-/* An array akey: what reads back as data, piece by piece (holes stay holes). */
+/*
+ * The views a copy carries: each snapshot of the container, oldest first,
+ * then the latest. View v is read at view_read(v) and written at
+ * view_write(v): a snapshot's at its own epoch (beneath every write made
+ * since), the latest at p->epoch (above every snapshot). So reads at a
+ * snapshot see on the new place what they saw on the old (decision 0011).
+ */
+static lode_epoch_t view_read(const struct pass *p, int v)
+{
+	return v < p->nsnaps ? p->snaps[v] : LODE_EPOCH_MAX;
+}
+
+static lode_epoch_t view_write(const struct pass *p, int v)
+{
+	return v < p->nsnaps ? p->snaps[v] : p->epoch;
+}
+
+static int prev_room(struct pass *p, size_t n)
+{
+	uint8_t *b;
+
+	if (n <= p->prev_cap)
+		return 0;
+	if (!(b = realloc(p->prev, n)))
+		return -ENOMEM;
+	p->prev = b;
+	p->prev_cap = n;
+	return 0;
+}
+
+/* A punch of what view v no longer has (rebuild epoch): an akey, or a range. */
+static int copy_punch(struct pass *p, unsigned dst, uint16_t op, struct lode_oid oid,
+		      const struct lode_key *k, int v, uint64_t off, uint64_t len)
+{
+	struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = off, .len = len,
+				 .rebuild = true};
+
+	return copy_write(p, dst, op, oid, k, &wr);
+}
+
+/*
+ * An array akey: what reads back as data, piece by piece (holes stay
+ * holes), in every view: a piece is written in a view when it differs from
+ * the view before (the first: from a hole), and punched there when it
+ * became a hole.
+ */
 static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
 		      const struct lode_key *k)
 {
-	struct conn_tgt_io sz = {.epoch = LODE_EPOCH_MAX};
+	uint64_t *size = p->sizes, top = 0;
 	int rc;
 
-	if ((rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, oid, k, &sz)) < 0)
-		return rc == -ENOENT ? 0 : rc;
-	if ((rc = buf_room(p, PIECE)) < 0)
-		return rc;
-	for (uint64_t off = 0; off < sz.val && !stopping(p->rb); off += PIECE) {
-		uint64_t n = sz.val - off < PIECE ? sz.val - off : PIECE;
-		struct conn_tgt_io rd = {.epoch = LODE_EPOCH_MAX, .off = off, .len = n,
-					 .in = p->buf, .cap = n};
-		struct conn_tgt_io wr = {.epoch = p->epoch, .off = off, .len = n,
-					 .out = p->buf, .rebuild = true};
+	for (int v = 0; v <= p->nsnaps; v++) {
+		struct conn_tgt_io sz = {.epoch = view_read(p, v)};
 
-		if ((rc = conn_tgt_io(p->ct, src, NET_OP_ARR_FETCH, oid, k, &rd)) < 0) {
-			if (rc == -ENOENT)
-				return 0;
+		rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, oid, k, &sz);
+		if (rc < 0 && rc != -ENOENT)
 			return rc;
+		size[v] = rc < 0 ? 0 : sz.val;
+		top = size[v] > top ? size[v] : top;
+	}
+	if ((rc = buf_room(p, PIECE)) < 0 || (rc = prev_room(p, PIECE)) < 0)
+		return rc;
+	for (uint64_t off = 0; off < top && !stopping(p->rb); off += PIECE) {
+		uint64_t span = top - off < PIECE ? top - off : PIECE;
+
+		memset(p->prev, 0, span);
+		for (int v = 0; v <= p->nsnaps; v++) {
+			uint64_t n = off >= size[v] ? 0 : size[v] - off < span ? size[v] - off : span;
+			struct conn_tgt_io rd = {.epoch = view_read(p, v), .off = off, .len = n,
+						 .in = p->buf, .cap = n};
+			struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = off, .len = n,
+						 .out = p->buf, .rebuild = true};
+
+			memset(p->buf + n, 0, span - n);
+			if (n && (rc = conn_tgt_io(p->ct, src, NET_OP_ARR_FETCH, oid, k, &rd)) < 0) {
+				if (rc != -ENOENT)
+					return rc;
+				memset(p->buf, 0, n); /* gone in this view */
+			}
+			if (memcmp(p->buf, p->prev, span) == 0)
+				continue;
+			if (all_zero(p->buf, span))
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off, span);
+			else if ((rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr)) == 0 &&
+				 n < span && !all_zero(p->prev + n, span - n))
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off + n, span - n);
+			if (rc < 0)
+				return rc;
+			count(p->rb, 0, n);
+			memcpy(p->prev, p->buf, span);
 		}
-		if (all_zero(p->buf, n))
-			continue;
-		if ((rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr)) < 0)
-			return rc;
-		count(p->rb, 0, n);
 	}
 	return 0;
 }
 
-/* One akey: a single value whole, or an array by pieces. */
+/*
+ * One akey: a single value whole, or an array by pieces, in every view: a
+ * value is written in a view when it differs from the view before, and
+ * punched there when it was removed.
+ */
 static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
 		     const struct lode_key *k)
 {
-	struct conn_tgt_io rd;
+	size_t have = 0; /* the view before's value: p->prev[0, have) */
+	bool had = false;
 	int rc;
 
 	if ((rc = buf_room(p, PIECE)) < 0)
 		return rc;
-	for (;;) {
-		rd = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->buf, .cap = p->cap};
-		rc = conn_tgt_io(p->ct, src, NET_OP_SV_FETCH, oid, k, &rd);
-		if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
-			break;
-		if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
-			return rc;
-	}
-	if (rc == -LODE_ETYPE)
-		return copy_array(p, src, dst, oid, k);
-	if (rc == -ENOENT)
-		return 0; /* punched meanwhile */
-	if (rc < 0)
-		return rc;
-	{
-		/* The reply's value is the length (the bytes may have come by RMA). */
-		size_t n = rd.val < p->cap ? (size_t)rd.val : p->cap;
-		struct conn_tgt_io wr = {.epoch = p->epoch, .out = p->buf, .len = n,
-					 .rebuild = true};
+	for (int v = 0; v <= p->nsnaps; v++) {
+		struct conn_tgt_io rd;
+		size_t n;
 
-		if ((rc = copy_write(p, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
+		for (;;) {
+			rd = (struct conn_tgt_io){.epoch = view_read(p, v), .in = p->buf,
+						  .cap = p->cap};
+			rc = conn_tgt_io(p->ct, src, NET_OP_SV_FETCH, oid, k, &rd);
+			if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
+				break;
+			if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
+				return rc;
+		}
+		if (rc == -LODE_ETYPE)
+			return copy_array(p, src, dst, oid, k);
+		if (rc < 0 && rc != -ENOENT)
 			return rc;
+		if (rc == -ENOENT) {
+			/* Not there in this view (or punched meanwhile). */
+			if (had && (rc = copy_punch(p, dst, NET_OP_AKEY_PUNCH, oid, k, v, 0, 0)) < 0)
+				return rc;
+			had = false;
+			continue;
+		}
+		/* The reply's value is the length (the bytes may have come by RMA). */
+		n = rd.val < p->cap ? (size_t)rd.val : p->cap;
+		if (had && n == have && memcmp(p->buf, p->prev, n) == 0)
+			continue;
+		{
+			struct conn_tgt_io wr = {.epoch = view_write(p, v), .out = p->buf, .len = n,
+						 .rebuild = true};
+
+			if ((rc = copy_write(p, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
+				return rc;
+		}
 		count(p->rb, 0, n);
+		if (v < p->nsnaps) {
+			if ((rc = prev_room(p, n ? n : 1)) < 0)
+				return rc;
+			memcpy(p->prev, p->buf, n);
+		}
+		have = n;
+		had = true;
 	}
 	return 0;
 }
@@ -281,6 +377,7 @@ struct keys_walk {
 	uint16_t dlen, local;
 	unsigned dst;
 	struct key_set *set;
+	bool all; /* list what punches hid too (NET_F_LIST_ALL) */
 };
 
 static int keys_each(struct keys_walk *w, uint16_t op, const struct lode_key *k)
@@ -290,11 +387,7 @@ static int keys_each(struct keys_walk *w, uint16_t op, const struct lode_key *k)
 
 	while (!an.eof && rc == 0 && !stopping(w->p->rb)) {
 		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = w->buf,
-					 .cap = w->cap};
-
-		/* The reclaim must find punched dkeys too: their punches go. */
-		if (w->p->reclaim && op == NET_OP_DKEY_LIST)
-			io.hflags = NET_F_LIST_ALL;
+					 .cap = w->cap, .hflags = w->all ? NET_F_LIST_ALL : 0};
 		size_t at = 0;
 
 		if ((rc = conn_tgt_io(w->p->ct, w->tgt, op, w->oid, k, &io)) < 0)
@@ -334,6 +427,7 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 		return n < 0 ? n : 0;
 	aw.dkey = dkey;
 	aw.dlen = dlen;
+	aw.all = w->all;
 	for (int m = 0; m < n && rc == 0; m++) {
 		if (g.dst[m] < 0)
 			continue;
@@ -813,6 +907,10 @@ static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid 
 		w.fn = dkey_reclaim;
 	else if (cls.redun == LAYOUT_R_EC)
 		w.fn = dkey_ec;
+	/* The reclaim must find punched dkeys, to drop their punches; a copy
+	 * with snapshots, the keys a snapshot has and the latest lacks (EC
+	 * copies carry the latest view only). */
+	w.all = p->reclaim || (p->nsnaps > 0 && cls.redun != LAYOUT_R_EC);
 	w.cls = &cls;
 	w.local = tl;
 	if ((rc = keys_each(&w, NET_OP_DKEY_LIST, NULL)) == 0 && !p->reclaim)
@@ -835,7 +933,8 @@ static int scan_container(struct pass *p)
 		while (!an.eof && rc == 0 && !stopping(p->rb)) {
 			struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .an = &an, .in = raw,
 						 .cap = sizeof(raw),
-						 .hflags = p->reclaim ? NET_F_LIST_ALL : 0};
+						 .hflags = p->reclaim || p->nsnaps ? NET_F_LIST_ALL
+										   : 0};
 
 			if ((rc = conn_tgt_io(p->ct, t, NET_OP_OBJ_LIST, (struct lode_oid){0, 0}, NULL,
 					      &io)) < 0)
@@ -919,6 +1018,69 @@ static int cont_prepare(struct pass *p, const lode_epoch_t *snaps, int ns)
 	return rc;
 }
 
+/* Room for cap snapshots in p->snaps and a size per view in p->sizes. */
+static int snaps_room(struct pass *p, int cap)
+{
+	if (cap <= p->snaps_cap && p->snaps)
+		return 0;
+	free(p->snaps);
+	free(p->sizes);
+	p->snaps_cap = cap;
+	p->snaps = calloc((size_t)cap, sizeof(*p->snaps));
+	p->sizes = calloc((size_t)cap + 1, sizeof(*p->sizes));
+	return p->snaps && p->sizes ? 0 : -ENOMEM;
+}
+
+/*
+ * The open container's snapshots, ascending, into p->snaps: from a target
+ * of another engine first, since ours may lack the container and its
+ * snapshots (we joined after they were made: cont_prepare makes them from
+ * this list). -LODE_ENOCONT when no target has the container.
+ */
+static int snaps_get(struct pass *p)
+{
+	unsigned first = 0, mine = 0, nt = p->c->ntargets;
+	int rc = -LODE_ENOCONT;
+
+	conn_engine_targets(p->c, p->self, &first, &mine);
+	for (unsigned i = 0; i < nt; i++) {
+		/* Ours last. */
+		unsigned t = (first + mine + i) % nt;
+		struct conn_tgt_io io;
+
+		if (!conn_target_live(p->c, t))
+			continue;
+		do {
+			if ((rc = snaps_room(p, p->snaps_cap > 16 ? p->snaps_cap : 16)) < 0)
+				return rc;
+			io = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->snaps,
+						  .cap = (size_t)p->snaps_cap * 8,
+						  .max = (uint32_t)p->snaps_cap};
+			rc = conn_tgt_io(p->ct, t, NET_OP_SNAP_LIST, (struct lode_oid){0, 0}, NULL,
+					 &io);
+			if (rc == 0 && io.val > (uint64_t)p->snaps_cap &&
+			    (rc = snaps_room(p, (int)io.val + 16)) == 0)
+				rc = -EAGAIN; /* more than room: again, with room */
+		} while (rc == -EAGAIN);
+		if (rc == -LODE_ENOCONT)
+			continue;
+		if (rc < 0)
+			return rc;
+		/* Little-endian u64s on the wire, in place. */
+		for (uint64_t s = 0; s < io.val; s++) {
+			const uint8_t *b = (const uint8_t *)&p->snaps[s];
+			lode_epoch_t e = 0;
+
+			for (unsigned k = 0; k < 8; k++)
+				e |= (lode_epoch_t)b[k] << (8 * k);
+			p->snaps[s] = e;
+		}
+		p->nsnaps = (int)io.val;
+		return 0;
+	}
+	return rc;
+}
+
 /* Every container of one pool. */
 static int scan_pool(struct pass *p)
 {
@@ -937,25 +1099,25 @@ static int scan_pool(struct pass *p)
 	if (n < 0)
 		rc = n;
 	for (int i = 0; i < n && rc == 0 && !stopping(p->rb); i++) {
-		lode_epoch_t snaps[256];
-		int ns;
-
 		if ((rc = lode_cont_open(p->c, labels[i], &p->ct)) < 0) {
 			if (rc == -ENOENT)
 				rc = 0; /* destroyed meanwhile */
 			continue;
 		}
-		/* Beneath every version written since the rebuild began; above the
-		 * snapshots, whose history a copy does not carry. */
+		/* The latest view lands beneath every version written since the
+		 * rebuild began, above the snapshots; each snapshot's at its own
+		 * epoch (view_write). */
 		p->epoch = 1;
-		ns = lode_snap_list(p->ct, snaps, 256);
-		for (int s = 0; s < ns; s++)
-			if (snaps[s] >= p->epoch)
-				p->epoch = snaps[s] + 1;
-		if (p->reclaim)
-			rc = cont_prepare(p, snaps, ns);
+		rc = snaps_get(p);
+		for (int s = 0; rc == 0 && s < p->nsnaps; s++)
+			if (p->snaps[s] >= p->epoch)
+				p->epoch = p->snaps[s] + 1;
+		if (rc == 0 && p->reclaim)
+			rc = cont_prepare(p, p->snaps, p->nsnaps);
 		if (rc == 0)
 			rc = scan_container(p);
+		if (rc == -LODE_ENOCONT)
+			rc = 0; /* destroyed meanwhile */
 		lode_cont_close(p->ct);
 		p->ct = NULL;
 	}
@@ -1092,6 +1254,9 @@ out:
 		ec_codec_destroy(p->codec[i]);
 	free(p->ecbuf);
 	free(p->buf);
+	free(p->prev);
+	free(p->snaps);
+	free(p->sizes);
 	free(p);
 	return rc;
 }

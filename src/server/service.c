@@ -632,7 +632,7 @@ static void op_list(struct srv_op *op, const struct eng_key *k)
 	lode_epoch_t e = op->a.epoch ? op->a.epoch : LODE_EPOCH_MAX;
 	int n;
 
-	if ((op->hdr.flags & NET_F_LIST_ALL) && op->hdr.opcode != NET_OP_AKEY_LIST)
+	if (op->hdr.flags & NET_F_LIST_ALL)
 		e = ENG_EPOCH_ANY;
 	anchor_in(op);
 	if (op->hdr.opcode == NET_OP_OBJ_LIST) {

@@ -64,9 +64,12 @@ N=400
 check "$N objects written" 0 "$client" write "$a_addr" data $N
 # Punched before the integration, written again after it: the old places
 # keep nothing of them, punches included (else a copy back would land
-# beneath the punch, and the key would read as removed).
+# beneath the punch, and the key would read as removed). A snapshot taken
+# before the punch reads as it was wherever the copies go.
 check "container pun of class RP_2" 0 A cont create pun --class RP_2
 check "300 objects written to pun" 0 "$client" write "$a_addr" pun 300
+check "a snapshot of pun" 0 A cont snap create pun
+s1=$(cat "$dir/out")
 check "... and key k0 of each removed" 0 "$client" remove "$a_addr" pun 300
 check "... so that they do not verify" 1 "$client" verify "$a_addr" pun 300
 check "container of class EC_2P1" 0 A cont create c21 --class EC_2P1
@@ -95,6 +98,8 @@ n=$N
 [ "${n2:-0}" -gt "$n" ] && n=$n2
 check "every object reads back after the integration ($n)" 0 "$client" verify "$a_addr" data "$n"
 check "the EC_2P1 objects read back after the integration" 0 "$ec" verify "$a_addr" c21 EC_2P1 7 200
+check "pun's snapshot reads as it was (moved copies carry it)" 0 \
+	env PLACE_EPOCH="$s1" "$client" verify "$a_addr" pun 300
 d_holds "the new engine's three targets hold records"
 # The old places' reclaim runs once d is UP (the join's found nothing).
 for _ in $(seq 100); do
@@ -150,5 +155,6 @@ wait "${pids[0]}" 2>/dev/null
 wait_state "killed b is DOWN" 1 DOWN 10
 wait_state "rebuilt b is OUT" 1 OUT 60
 check "every object reads back with b gone" 0 "$client" verify "$a_addr" data "$n"
+check "pun's snapshot too" 0 env PLACE_GEN=0 PLACE_EPOCH="$s1" "$client" verify "$a_addr" pun 300
 check "the EC_2P1 objects too" 0 "$ec" verify "$a_addr" c21 EC_2P1 7 200
 checks_done

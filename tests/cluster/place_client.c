@@ -19,6 +19,8 @@
  *                         again.
  *   With PLACE_GEN=G in the environment, stream, verify and write use the
  *   bytes of generation G (default 0): an overwrite is told from the old.
+ *   With PLACE_EPOCH=E, verify reads as of epoch E (a snapshot); with
+ *   PLACE_NO_K0=1, it checks that kv key k0 is gone instead of its bytes.
  *   s1dead ADDR CONT N    objects of S1 with one engine dead: each write and
  *                         read returns 0 or -EHOSTDOWN, at least one of each,
  *                         none takes long, and what was written reads back.
@@ -56,7 +58,9 @@ static void die(const char *what, int rc)
 	exit(1);
 }
 
-static unsigned gen; /* PLACE_GEN */
+static unsigned gen;                      /* PLACE_GEN */
+static lode_epoch_t at = LODE_EPOCH_MAX; /* PLACE_EPOCH */
+static bool no_k0;                        /* PLACE_NO_K0 */
 
 /* The bytes of object i, key j: a pattern nobody else writes. */
 static void fill(uint8_t *p, size_t n, unsigned cls, unsigned i, unsigned j)
@@ -114,10 +118,19 @@ static int obj_check(lode_cont_t *ct, unsigned cls, unsigned i)
 	int rc;
 
 	for (unsigned j = 0; j < 3; j++) {
-		snprintf(key, sizeof(key), "k%u", j);
+		/* A kv key is a dkey whose value is akey "v" (liblode's kv). */
+		struct lode_key k = {key, 0, "v", 1};
+
+		k.dkey_len = (uint32_t)snprintf(key, sizeof(key), "k%u", j);
 		fill(want, 64 + j, cls, i, j);
-		if ((rc = lode_kv_get(ct, oid_of(LODE_OT_KV, cls, i), key, got, sizeof(got), &len,
-				      NULL)) < 0)
+		rc = lode_obj_fetch(ct, oid_of(LODE_OT_KV, cls, i), at, &k, got, sizeof(got), &len,
+				    NULL);
+		if (j == 0 && no_k0) {
+			if (rc != -ENOENT)
+				return rc < 0 ? rc : 1;
+			continue;
+		}
+		if (rc < 0)
 			return rc;
 		if (len != 64 + j || memcmp(got, want, len))
 			return 1;
@@ -127,16 +140,16 @@ static int obj_check(lode_cont_t *ct, unsigned cls, unsigned i)
 
 		k.dkey_len = (uint32_t)snprintf(key, sizeof(key), "d%u", j);
 		fill(want, 3000, cls, i, 10 + j);
-		if ((rc = lode_obj_fetch(ct, oid_of(LODE_OT_KV, cls, 1000000 + i), LODE_EPOCH_MAX,
-					 &k, got, sizeof(got), &len, NULL)) < 0)
+		if ((rc = lode_obj_fetch(ct, oid_of(LODE_OT_KV, cls, 1000000 + i), at, &k, got,
+					 sizeof(got), &len, NULL)) < 0)
 			return rc;
 		if (len != 3000 || memcmp(got, want, len))
 			return 1;
 	}
 	fill(want, sizeof(want), cls, i, 20);
 	memset(got, 0xee, sizeof(got));
-	if ((rc = lode_array_read(ct, oid_of(LODE_OT_ARRAY, cls, i), CHUNK, LODE_EPOCH_MAX, 1000,
-				  got, sizeof(got), NULL)) < 0)
+	if ((rc = lode_array_read(ct, oid_of(LODE_OT_ARRAY, cls, i), CHUNK, at, 1000, got,
+				  sizeof(got), NULL)) < 0)
 		return rc;
 	return memcmp(got, want, sizeof(got)) ? 1 : 0;
 }
@@ -354,6 +367,9 @@ int main(int argc, char **argv)
 	n = (unsigned)strtoul(argv[4], NULL, 10);
 	if (getenv("PLACE_GEN"))
 		gen = (unsigned)strtoul(getenv("PLACE_GEN"), NULL, 10);
+	if (getenv("PLACE_EPOCH"))
+		at = strtoull(getenv("PLACE_EPOCH"), NULL, 10);
+	no_k0 = getenv("PLACE_NO_K0") && strcmp(getenv("PLACE_NO_K0"), "1") == 0;
 	open_cont(argv[2], argv[3], &c, &ct);
 	if (strcmp(argv[1], "rw") == 0)
 		rc = cmd_rw(c, ct, n);

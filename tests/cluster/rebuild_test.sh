@@ -10,6 +10,9 @@
 # connection; and, the point of it all, that once a second engine is killed
 # everything still reads back from the last one: without the rebuild, the
 # objects whose two replicas were on the two dead engines would be gone.
+# A second container has a snapshot: its objects were overwritten and a
+# key of each removed after it, and both views read back to the end (the
+# copies carry every snapshot's view, not just the latest).
 #
 # usage: rebuild_test.sh LODED LODE PLACE_CLIENT
 set -u
@@ -40,6 +43,17 @@ check "container of class RP_2" 0 A cont create data --class RP_2
 # ---- objects before the failure ----
 check "objects written before the failure" 0 "$client" stream "$a_addr" data 3
 n1=$(sed -n 's/^count //p' "$dir/out")
+# A snapshot's view is rebuilt too: objects as the snapshot saw them, then
+# overwritten, and a key of each removed.
+check "container snap of class RP_2" 0 A cont create snap --class RP_2
+check "200 objects written to snap" 0 "$client" write "$a_addr" snap 200
+check "a snapshot of snap" 0 A cont snap create snap
+s1=$(cat "$dir/out")
+check "snap's objects overwritten after it" 0 env PLACE_GEN=4 "$client" write "$a_addr" snap 200
+check "... and key k0 of each removed" 0 "$client" remove "$a_addr" snap 200
+check "the snapshot reads as it was" 0 env PLACE_EPOCH="$s1" "$client" verify "$a_addr" snap 200
+check "the latest as overwritten, k0 gone" 0 \
+	env PLACE_GEN=4 PLACE_NO_K0=1 "$client" verify "$a_addr" snap 200
 
 # ---- kill -9 of c while a client writes; rebuild; c goes OUT ----
 "$client" stream "$a_addr" data 10 >"$dir/stream.out" 2>&1 &
@@ -67,6 +81,10 @@ n2=$(sed -n 's/^count //p' "$dir/stream.out")
 n=$n1
 [ "${n2:-0}" -gt "$n" ] && n=$n2
 check "every object reads back after the rebuild ($n)" 0 "$client" verify "$a_addr" data "$n"
+check "the snapshot reads as it was after the rebuild" 0 \
+	env PLACE_EPOCH="$s1" "$client" verify "$a_addr" snap 200
+check "the latest as overwritten, k0 gone, after the rebuild" 0 \
+	env PLACE_GEN=4 PLACE_NO_K0=1 "$client" verify "$a_addr" snap 200
 
 # ---- a second failure: the rebuilt replicas carry the data ----
 kill -9 "$b_pid"
@@ -74,4 +92,8 @@ wait "$b_pid" 2>/dev/null
 wait_state "killed b is DOWN" 1 DOWN 10
 check "with two engines dead, every object reads back from the last" 0 \
 	"$client" verify "$a_addr" data "$n"
+check "... the snapshot as it was (the rebuilt copies carry it)" 0 \
+	env PLACE_EPOCH="$s1" "$client" verify "$a_addr" snap 200
+check "... the latest as overwritten, k0 gone" 0 \
+	env PLACE_GEN=4 PLACE_NO_K0=1 "$client" verify "$a_addr" snap 200
 checks_done

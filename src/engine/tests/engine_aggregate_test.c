@@ -253,26 +253,35 @@ static void check_dropped(struct fix *f, const struct eng_key *near, const struc
 	}
 }
 
-/* Whether the dkey of k is among its object's dkeys listed at epoch. */
-static bool dkey_listed(struct fix *f, const struct eng_key *k, lode_epoch_t epoch)
+/* Whether the dkey of k is among its object's dkeys listed at epoch (or,
+ * akey, k's akey among its dkey's akeys). */
+static bool key_listed(struct fix *f, const struct eng_key *k, lode_epoch_t epoch, bool akey)
 {
 	struct eng_anchor an = ENG_ANCHOR_INIT;
+	const void *want = akey ? k->akey : k->dkey;
+	uint32_t want_len = akey ? k->akey_len : k->dkey_len;
 	uint8_t buf[4096];
 	bool found = false;
 
 	while (!an.eof && !found) {
-		int n = eng_dkey_list(f->t, k, epoch, &an, buf, sizeof(buf));
+		int n = akey ? eng_akey_list(f->t, k, epoch, &an, buf, sizeof(buf))
+			     : eng_dkey_list(f->t, k, epoch, &an, buf, sizeof(buf));
 		size_t at = 0;
 
 		assert_true(n >= 0);
 		for (int i = 0; i < n; i++) {
 			uint16_t len = (uint16_t)(buf[at] | buf[at + 1] << 8);
 
-			found |= len == k->dkey_len && memcmp(buf + at + 2, k->dkey, len) == 0;
+			found |= len == want_len && memcmp(buf + at + 2, want, len) == 0;
 			at += 2 + (size_t)len;
 		}
 	}
 	return found;
+}
+
+static bool dkey_listed(struct fix *f, const struct eng_key *k, lode_epoch_t epoch)
+{
+	return key_listed(f, k, epoch, false);
 }
 
 /*
@@ -302,6 +311,8 @@ static void test_dkey_drop(void **state)
 	 * which must find its punch to remove it. */
 	assert_false(dkey_listed(f, &f->k, LODE_EPOCH_MAX));
 	assert_true(dkey_listed(f, &f->k, ENG_EPOCH_ANY));
+	assert_false(key_listed(f, &meta, LODE_EPOCH_MAX, true));
+	assert_true(key_listed(f, &meta, ENG_EPOCH_ANY, true));
 	assert_true(dkey_listed(f, &other, LODE_EPOCH_MAX));
 	r0 = records(f);
 	u0 = used(f);
