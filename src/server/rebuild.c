@@ -169,17 +169,23 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-static int buf_room(struct pass *p, size_t n)
+/* *buf of *cap bytes made at least n. */
+static int room(uint8_t **buf, size_t *cap, size_t n)
 {
 	uint8_t *b;
 
-	if (n <= p->cap)
+	if (n <= *cap)
 		return 0;
-	if (!(b = realloc(p->buf, n)))
+	if (!(b = realloc(*buf, n)))
 		return -ENOMEM;
-	p->buf = b;
-	p->cap = n;
+	*buf = b;
+	*cap = n;
 	return 0;
+}
+
+static int buf_room(struct pass *p, size_t n)
+{
+	return room(&p->buf, &p->cap, n);
 }
 
 /*
@@ -220,15 +226,7 @@ static lode_epoch_t view_write(const struct pass *p, int v)
 
 static int prev_room(struct pass *p, size_t n)
 {
-	uint8_t *b;
-
-	if (n <= p->prev_cap)
-		return 0;
-	if (!(b = realloc(p->prev, n)))
-		return -ENOMEM;
-	p->prev = b;
-	p->prev_cap = n;
-	return 0;
+	return room(&p->prev, &p->prev_cap, n);
 }
 
 /* A punch of what view v no longer has (rebuild epoch): an akey, or a range. */
