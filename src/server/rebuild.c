@@ -191,7 +191,8 @@ static int buf_room(struct pass *p, size_t n)
 /*
  * A copy's write to its new place dst. A target of an engine that joined
  * after the container was made, by a client that did not know it yet,
- * lacks the container: it is made there, and the write goes again.
+ * lacks the container: it is made there, with its snapshots, and the
+ * write goes again.
  */
 static int copy_write(struct pass *p, unsigned dst, uint16_t op, struct lode_oid oid,
 		      const struct lode_key *k, struct conn_tgt_io *wr)
@@ -202,6 +203,11 @@ static int copy_write(struct pass *p, unsigned dst, uint16_t op, struct lode_oid
 	if (rc != -LODE_ENOCONT)
 		return rc;
 	rc = conn_tgt_io(p->ct, dst, NET_OP_CONT_CREATE, (struct lode_oid){0, 0}, NULL, &mk);
+	/* And its snapshots, which its aggregation must keep. */
+	for (int s = 0; (rc == 0 || rc == -EEXIST) && s < p->nsnaps; s++) {
+		mk = (struct conn_tgt_io){.epoch = p->snaps[s]};
+		rc = conn_tgt_io(p->ct, dst, NET_OP_SNAP_CREATE, (struct lode_oid){0, 0}, NULL, &mk);
+	}
 	if (rc < 0 && rc != -EEXIST)
 		return rc;
 	return conn_tgt_io(p->ct, dst, op, oid, k, wr);
@@ -240,18 +246,21 @@ static int copy_punch(struct pass *p, unsigned dst, uint16_t op, struct lode_oid
 }
 
 /*
- * An array akey: what reads back as data, piece by piece (holes stay
- * holes), in every view: a piece is written in a view when it differs from
- * the view before (the first: from a hole), and punched there when it
- * became a hole.
+ * An array akey, piece by piece, in views v0 (0: every snapshot's, then
+ * the latest; p->nsnaps: the latest only) to the latest. In each view a
+ * piece is written where its bytes or its extent differ from the view
+ * before (the first: from nothing), and punched where it became a hole or
+ * ends sooner, so that reads and the array's size (the end of its last
+ * extent) are on the copy what they are on the original. A piece of
+ * zeros that is not a view's last stays a hole, or becomes one.
  */
 static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
-		      const struct lode_key *k)
+		      const struct lode_key *k, int v0)
 {
 	uint64_t *size = p->sizes, top = 0;
 	int rc;
 
-	for (int v = 0; v <= p->nsnaps; v++) {
+	for (int v = v0; v <= p->nsnaps; v++) {
 		struct conn_tgt_io sz = {.epoch = view_read(p, v)};
 
 		rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, oid, k, &sz);
@@ -263,11 +272,12 @@ static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oi
 	if ((rc = buf_room(p, PIECE)) < 0 || (rc = prev_room(p, PIECE)) < 0)
 		return rc;
 	for (uint64_t off = 0; off < top && !stopping(p->rb); off += PIECE) {
-		uint64_t span = top - off < PIECE ? top - off : PIECE;
+		uint64_t span = top - off < PIECE ? top - off : PIECE, had = 0;
 
 		memset(p->prev, 0, span);
-		for (int v = 0; v <= p->nsnaps; v++) {
+		for (int v = v0; v <= p->nsnaps; v++) {
 			uint64_t n = off >= size[v] ? 0 : size[v] - off < span ? size[v] - off : span;
+			bool last = n > 0 && off + n == size[v], zero;
 			struct conn_tgt_io rd = {.epoch = view_read(p, v), .off = off, .len = n,
 						 .in = p->buf, .cap = n};
 			struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = off, .len = n,
@@ -278,38 +288,75 @@ static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oi
 				if (rc != -ENOENT)
 					return rc;
 				memset(p->buf, 0, n); /* gone in this view */
+				n = 0;
+				last = false;
 			}
-			if (memcmp(p->buf, p->prev, span) == 0)
+			if (n == had && memcmp(p->buf, p->prev, span) == 0)
 				continue;
-			if (all_zero(p->buf, span))
-				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off, span);
-			else if ((rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr)) == 0 &&
-				 n < span && !all_zero(p->prev + n, span - n))
-				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off + n, span - n);
+			zero = all_zero(p->buf, n);
+			rc = 0;
+			if (n == 0 || (zero && !last)) {
+				/* A hole here: one to make only if the view before had
+				 * something (bytes, or the extent that made its size). */
+				if (!all_zero(p->prev, span) || (n == 0 && had))
+					rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off,
+							n == 0 ? had : span);
+			} else {
+				rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr);
+				if (rc == 0 && n < had)
+					rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off + n,
+							had - n);
+				if (v == p->nsnaps)
+					count(p->rb, 0, n); /* the latest view's bytes */
+			}
 			if (rc < 0)
 				return rc;
-			count(p->rb, 0, n);
 			memcpy(p->prev, p->buf, span);
+			had = n;
 		}
 	}
 	return 0;
 }
 
+/* What an akey is in view v: 1 an array, 2 a single value, 0 neither (an
+ * array's size is 0 where it has no extent, as where there is nothing). */
+static int akey_kind(struct pass *p, unsigned src, struct lode_oid oid, const struct lode_key *k,
+		     int v)
+{
+	struct conn_tgt_io sz = {.epoch = view_read(p, v)};
+	int rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, oid, k, &sz);
+
+	if (rc == 0)
+		return sz.val > 0 ? 1 : 0;
+	return rc == -LODE_ETYPE ? 2 : rc == -ENOENT ? 0 : rc;
+}
+
 /*
  * One akey: a single value whole, or an array by pieces, in every view: a
  * value is written in a view when it differs from the view before, and
- * punched there when it was removed.
+ * punched there when it was removed. An akey that is an array in one view
+ * and a single value in another (punched, then written as the other) is
+ * copied as the latest view only: the copy cannot hold both kinds.
  */
 static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
 		     const struct lode_key *k)
 {
 	size_t have = 0; /* the view before's value: p->prev[0, have) */
 	bool had = false;
-	int rc;
+	int rc, v0 = 0, kinds = 0;
 
+	for (int v = 0; v <= p->nsnaps && p->nsnaps > 0; v++) {
+		if ((rc = akey_kind(p, src, oid, k, v)) < 0)
+			return rc;
+		kinds |= rc == 0 ? 0 : 1 << rc;
+	}
+	if (kinds == (1 << 1 | 1 << 2))
+		v0 = p->nsnaps;
+	if (kinds == 1 << 1)
+		return copy_array(p, src, dst, oid, k, 0);
 	if ((rc = buf_room(p, PIECE)) < 0)
 		return rc;
-	for (int v = 0; v <= p->nsnaps; v++) {
+	for (int v = v0; v <= p->nsnaps; v++) {
 		struct conn_tgt_io rd;
 		size_t n;
 
@@ -322,8 +369,11 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 			if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
 				return rc;
 		}
-		if (rc == -LODE_ETYPE)
-			return copy_array(p, src, dst, oid, k);
+		if (rc == -LODE_ETYPE) {
+			if (v < p->nsnaps)
+				return -EAGAIN; /* its kind changed meanwhile: the pass again */
+			return copy_array(p, src, dst, oid, k, p->nsnaps);
+		}
 		if (rc < 0 && rc != -ENOENT)
 			return rc;
 		if (rc == -ENOENT) {
@@ -344,7 +394,8 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 			if ((rc = copy_write(p, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
 				return rc;
 		}
-		count(p->rb, 0, n);
+		if (v == p->nsnaps)
+			count(p->rb, 0, n); /* the latest view's bytes */
 		if (v < p->nsnaps) {
 			if ((rc = prev_room(p, n ? n : 1)) < 0)
 				return rc;
@@ -748,7 +799,8 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	 * cells, copied. */
 	for (unsigned m = 0; m < nm; m++)
 		if (g->m.tgt[m] >= 0 && g->m.dst[m] >= 0 &&
-		    (rc = copy_array(p, (unsigned)g->m.tgt[m], (unsigned)g->m.dst[m], oid, k)) < 0)
+		    (rc = copy_array(p, (unsigned)g->m.tgt[m], (unsigned)g->m.dst[m], oid, k,
+				      p->nsnaps)) < 0)
 			return rc;
 	for (uint64_t off = 0; off < size && want && !stopping(p->rb); off += EC_PIECE) {
 		uint64_t n = size - off < EC_PIECE ? size - off : EC_PIECE;
@@ -1019,64 +1071,95 @@ static int cont_prepare(struct pass *p, const lode_epoch_t *snaps, int ns)
 /* Room for cap snapshots in p->snaps and a size per view in p->sizes. */
 static int snaps_room(struct pass *p, int cap)
 {
+	lode_epoch_t *s;
+	uint64_t *z;
+
 	if (cap <= p->snaps_cap && p->snaps)
 		return 0;
-	free(p->snaps);
-	free(p->sizes);
+	if (!(s = realloc(p->snaps, (size_t)cap * sizeof(*s))))
+		return -ENOMEM;
+	p->snaps = s;
+	if (!(z = realloc(p->sizes, ((size_t)cap + 1) * sizeof(*z))))
+		return -ENOMEM;
+	p->sizes = z;
 	p->snaps_cap = cap;
-	p->snaps = calloc((size_t)cap, sizeof(*p->snaps));
-	p->sizes = calloc((size_t)cap + 1, sizeof(*p->sizes));
-	return p->snaps && p->sizes ? 0 : -ENOMEM;
+	return 0;
+}
+
+/* Epoch e into p->snaps, ascending, once. */
+static int snap_merge(struct pass *p, lode_epoch_t e)
+{
+	int i = 0, rc;
+
+	while (i < p->nsnaps && p->snaps[i] < e)
+		i++;
+	if (i < p->nsnaps && p->snaps[i] == e)
+		return 0;
+	if (p->nsnaps == p->snaps_cap && (rc = snaps_room(p, 2 * p->snaps_cap + 16)) < 0)
+		return rc;
+	memmove(p->snaps + i + 1, p->snaps + i, (size_t)(p->nsnaps - i) * sizeof(*p->snaps));
+	p->snaps[i] = e;
+	p->nsnaps++;
+	return 0;
 }
 
 /*
- * The open container's snapshots, ascending, into p->snaps: from a target
- * of another engine first, since ours may lack the container and its
- * snapshots (we joined after they were made: cont_prepare makes them from
- * this list). -LODE_ENOCONT when no target has the container.
+ * The open container's snapshots, ascending, into p->snaps: those of every
+ * live target that has the container, merged. A target may lack some (a
+ * snapshot made while a client did not reach it, or ours when we joined
+ * after they were made: cont_prepare makes them from this list); a target
+ * that fails is left out. -LODE_ENOCONT when no target has the container;
+ * another error when none answered.
  */
 static int snaps_get(struct pass *p)
 {
-	unsigned first = 0, mine = 0, nt = p->c->ntargets;
-	int rc = -LODE_ENOCONT;
+	uint8_t *raw = NULL;
+	size_t cap = 0;
+	int rc, first_rc = -LODE_ENOCONT;
+	bool any = false;
 
-	conn_engine_targets(p->c, p->self, &first, &mine);
-	for (unsigned i = 0; i < nt; i++) {
-		/* Ours last. */
-		unsigned t = (first + mine + i) % nt;
+	p->nsnaps = 0;
+	if ((rc = snaps_room(p, 16)) < 0 || (rc = room(&raw, &cap, 16 * 8)) < 0) {
+		free(raw);
+		return rc;
+	}
+	for (unsigned t = 0; t < p->c->ntargets; t++) {
 		struct conn_tgt_io io;
 
 		if (!conn_target_live(p->c, t))
 			continue;
 		do {
-			if ((rc = snaps_room(p, p->snaps_cap > 16 ? p->snaps_cap : 16)) < 0)
-				return rc;
-			io = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->snaps,
-						  .cap = (size_t)p->snaps_cap * 8,
-						  .max = (uint32_t)p->snaps_cap};
+			io = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = raw, .cap = cap,
+						  .max = (uint32_t)(cap / 8)};
 			rc = conn_tgt_io(p->ct, t, NET_OP_SNAP_LIST, (struct lode_oid){0, 0}, NULL,
 					 &io);
-			if (rc == 0 && io.val > (uint64_t)p->snaps_cap &&
-			    (rc = snaps_room(p, (int)io.val + 16)) == 0)
-				rc = -EAGAIN; /* more than room: again, with room */
+			if ((rc == 0 && io.val * 8 > cap) || rc == -EOVERFLOW) {
+				size_t want = rc == 0 ? (size_t)io.val * 8 + 128 : 2 * cap + 128;
+
+				if ((rc = room(&raw, &cap, want)) == 0)
+					rc = -EAGAIN; /* again, with room */
+			}
 		} while (rc == -EAGAIN);
-		if (rc == -LODE_ENOCONT)
+		if (rc < 0) {
+			if (first_rc == -LODE_ENOCONT)
+				first_rc = rc;
 			continue;
-		if (rc < 0)
-			return rc;
-		/* Little-endian u64s on the wire, in place. */
-		for (uint64_t s = 0; s < io.val; s++) {
-			const uint8_t *b = (const uint8_t *)&p->snaps[s];
+		}
+		any = true;
+		for (uint64_t i = 0; i < io.val && (i + 1) * 8 <= io.in_len && rc == 0; i++) {
 			lode_epoch_t e = 0;
 
-			for (unsigned k = 0; k < 8; k++)
-				e |= (lode_epoch_t)b[k] << (8 * k);
-			p->snaps[s] = e;
+			for (unsigned b = 0; b < 8; b++)
+				e |= (lode_epoch_t)raw[8 * i + b] << (8 * b);
+			rc = snap_merge(p, e);
 		}
-		p->nsnaps = (int)io.val;
-		return 0;
+		if (rc < 0)
+			break;
 	}
-	return rc;
+	free(raw);
+	if (rc == -ENOMEM)
+		return rc;
+	return any ? 0 : first_rc;
 }
 
 /* Every container of one pool. */
@@ -1106,7 +1189,10 @@ static int scan_pool(struct pass *p)
 		 * rebuild began, above the snapshots; each snapshot's at its own
 		 * epoch (view_write). */
 		p->epoch = 1;
-		rc = snaps_get(p);
+		if ((rc = snaps_get(p)) == -LODE_ENOCONT) {
+			rc = 0; /* destroyed meanwhile: no target has it */
+			goto next;
+		}
 		for (int s = 0; rc == 0 && s < p->nsnaps; s++)
 			if (p->snaps[s] >= p->epoch)
 				p->epoch = p->snaps[s] + 1;
@@ -1114,8 +1200,17 @@ static int scan_pool(struct pass *p)
 			rc = cont_prepare(p, p->snaps, p->nsnaps);
 		if (rc == 0)
 			rc = scan_container(p);
-		if (rc == -LODE_ENOCONT)
-			rc = 0; /* destroyed meanwhile */
+		if (rc == 0 && !p->reclaim) {
+			/* A snapshot taken while we copied would read, on the
+			 * copies, views read after it: the pass goes again. */
+			int before = p->nsnaps;
+			lode_epoch_t newest = before ? p->snaps[before - 1] : 0;
+
+			if ((rc = snaps_get(p)) == 0 &&
+			    (p->nsnaps != before || (before && p->snaps[before - 1] != newest)))
+				rc = -EAGAIN;
+		}
+	next:
 		lode_cont_close(p->ct);
 		p->ct = NULL;
 	}

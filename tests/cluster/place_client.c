@@ -17,6 +17,15 @@
  *   remove ADDR CONT N    kv key k0 of objects 0..N-1 of stream removed (a
  *                         punch); verify then fails until they are written
  *                         again.
+ *   shapes ADDR CONT P    60 RP_2 objects whose akeys change shape: phase
+ *                         P=1 writes them (akey t a single value, z an
+ *                         array of 5000 bytes ending in zeros, y one of
+ *                         1000); P=2 changes them (t punched and written
+ *                         as an array, z's last 50 bytes punched, y
+ *                         extended by 1000 zero bytes); P=3 checks the
+ *                         latest view, P=4 (with PLACE_EPOCH between the
+ *                         phases) what P=1 wrote, but t, whose kind changed
+ *                         (a rebuilt copy carries its latest view only).
  *   With PLACE_GEN=G in the environment, stream, verify and write use the
  *   bytes of generation G (default 0): an overwrite is told from the old.
  *   With PLACE_EPOCH=E, verify reads as of epoch E (a snapshot); with
@@ -286,6 +295,76 @@ static int cmd_remove(lode_cont_t *ct, unsigned n)
 	return 0;
 }
 
+/* Akey a of shapes object i; its expected size and bytes in phase ph
+ * (1: as written first, 2: as changed). */
+static int shape_check(lode_cont_t *ct, unsigned i, const char *a, unsigned ph)
+{
+	struct lode_oid oid = oid_of(LODE_OT_KV, LAYOUT_CLASS_RP_2, 2000000 + i);
+	struct lode_key k = {"s", 1, a, 1};
+	uint8_t want[5000] = {0}, got[5000];
+	uint64_t size, n = a[0] == 't' ? 3000 : a[0] == 'z' ? (ph == 1 ? 5000 : 4950)
+								: (ph == 1 ? 1000 : 2000);
+	int rc;
+
+	if (a[0] == 't') {
+		fill(want, 3000, 0, i, 31);
+	} else {
+		fill(want, a[0] == 'z' ? 4900 : 1000, 0, i, a[0] == 'z' ? 32 : 33);
+	}
+	if ((rc = lode_obj_size(ct, oid, at, &k, &size)) < 0)
+		return rc;
+	if (size != n) {
+		printf("FAIL shapes object %u akey %s: size %llu, expected %llu\n", i, a,
+		       (unsigned long long)size, (unsigned long long)n);
+		return 1;
+	}
+	if ((rc = lode_obj_read(ct, oid, at, &k, 0, got, (uint32_t)n, NULL)) < 0)
+		return rc;
+	if (memcmp(got, want, n)) {
+		printf("FAIL shapes object %u akey %s: bytes differ\n", i, a);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_shapes(lode_cont_t *ct, unsigned ph)
+{
+	uint8_t buf[5000];
+	int rc = 0;
+
+	for (unsigned i = 0; i < 60 && rc == 0; i++) {
+		struct lode_oid oid = oid_of(LODE_OT_KV, LAYOUT_CLASS_RP_2, 2000000 + i);
+		struct lode_key t = {"s", 1, "t", 1}, z = {"s", 1, "z", 1}, y = {"s", 1, "y", 1};
+
+		if (ph == 1) {
+			fill(buf, 100, 0, i, 30);
+			rc = lode_obj_update(ct, oid, &t, buf, 100, NULL);
+			fill(buf, 4900, 0, i, 32);
+			memset(buf + 4900, 0, 100);
+			rc = rc ? rc : lode_obj_write(ct, oid, &z, 0, buf, 5000, NULL);
+			fill(buf, 1000, 0, i, 33);
+			rc = rc ? rc : lode_obj_write(ct, oid, &y, 0, buf, 1000, NULL);
+		} else if (ph == 2) {
+			rc = lode_akey_punch(ct, oid, &t, NULL);
+			fill(buf, 3000, 0, i, 31);
+			rc = rc ? rc : lode_obj_write(ct, oid, &t, 0, buf, 3000, NULL);
+			rc = rc ? rc : lode_range_punch(ct, oid, &z, 4950, 50, NULL);
+			memset(buf, 0, 1000);
+			rc = rc ? rc : lode_obj_write(ct, oid, &y, 1000, buf, 1000, NULL);
+		} else {
+			if (ph == 3)
+				rc = shape_check(ct, i, "t", 2);
+			rc = rc ? rc : shape_check(ct, i, "z", ph == 3 ? 2 : 1);
+			rc = rc ? rc : shape_check(ct, i, "y", ph == 3 ? 2 : 1);
+		}
+	}
+	if (rc < 0)
+		printf("FAIL shapes phase %u: %d (%s)\n", ph, rc, lode_strerror(rc));
+	if (rc == 0)
+		printf("ok   shapes phase %u on 60 objects\n", ph);
+	return rc ? 1 : 0;
+}
+
 static int cmd_s1dead(lode_cont_t *ct, unsigned n)
 {
 	unsigned ok = 0, down = 0;
@@ -360,7 +439,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 5 && !(argc == 6 && strcmp(argv[1], "late") == 0)) {
-		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|s1dead ADDR CONT N\n"
+		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|shapes|s1dead ADDR CONT N\n"
 				"       place_client late ADDR CONT N FILE\n");
 		return 2;
 	}
@@ -383,6 +462,8 @@ int main(int argc, char **argv)
 		rc = cmd_write(ct, n);
 	else if (strcmp(argv[1], "remove") == 0)
 		rc = cmd_remove(ct, n);
+	else if (strcmp(argv[1], "shapes") == 0)
+		rc = cmd_shapes(ct, n);
 	else if (strcmp(argv[1], "s1dead") == 0)
 		rc = cmd_s1dead(ct, n);
 	else if (strcmp(argv[1], "late") == 0)

@@ -45,12 +45,18 @@ check "objects written before the failure" 0 "$client" stream "$a_addr" data 3
 n1=$(sed -n 's/^count //p' "$dir/out")
 # A snapshot's view is rebuilt too: objects as the snapshot saw them, then
 # overwritten, and a key of each removed.
+# Akeys that change shape after it too: an array that ends sooner, one
+# extended by zeros, a value punched and written as an array.
 check "container snap of class RP_2" 0 A cont create snap --class RP_2
 check "200 objects written to snap" 0 "$client" write "$a_addr" snap 200
+check "shaped akeys written to snap" 0 "$client" shapes "$a_addr" snap 1
 check "a snapshot of snap" 0 A cont snap create snap
 s1=$(cat "$dir/out")
 check "snap's objects overwritten after it" 0 env PLACE_GEN=4 "$client" write "$a_addr" snap 200
 check "... and key k0 of each removed" 0 "$client" remove "$a_addr" snap 200
+check "... and the shaped akeys changed" 0 "$client" shapes "$a_addr" snap 2
+check "the shapes as changed" 0 "$client" shapes "$a_addr" snap 3
+check "the shapes as the snapshot saw them" 0 env PLACE_EPOCH="$s1" "$client" shapes "$a_addr" snap 4
 check "the snapshot reads as it was" 0 env PLACE_EPOCH="$s1" "$client" verify "$a_addr" snap 200
 check "the latest as overwritten, k0 gone" 0 \
 	env PLACE_GEN=4 PLACE_NO_K0=1 "$client" verify "$a_addr" snap 200
@@ -96,4 +102,6 @@ check "... the snapshot as it was (the rebuilt copies carry it)" 0 \
 	env PLACE_EPOCH="$s1" "$client" verify "$a_addr" snap 200
 check "... the latest as overwritten, k0 gone" 0 \
 	env PLACE_GEN=4 PLACE_NO_K0=1 "$client" verify "$a_addr" snap 200
+check "... the shapes as changed" 0 "$client" shapes "$a_addr" snap 3
+check "... and as the snapshot saw them" 0 env PLACE_EPOCH="$s1" "$client" shapes "$a_addr" snap 4
 checks_done
