@@ -190,7 +190,7 @@ struct eng_anchor {
  * under it, visible or not (punched ones too): the reclaim's walk, which
  * must find a dkey's punches to remove them (docs/decisions/0014), and a
  * rebuild's copy of snapshots, which must find what only a snapshot still
- * has. An object that holds nothing but object punches is not listed.
+ * has. An object that holds nothing but its punches is listed too.
  */
 #define ENG_EPOCH_ANY 0
 
@@ -237,6 +237,17 @@ int eng_aggregate(struct eng_target *tgt, const struct lode_uuid *cont, lode_epo
  * target then fails: the removal may be half logged), -EIO.
  */
 int eng_dkey_drop(struct eng_target *tgt, const struct eng_key *key);
+
+/*
+ * Fold the punches of key's object (key->dkey and akey ignored) into its
+ * dkeys on the target: each dkey held here gets a dkey punch at each of the
+ * object's punch epochs (durable first), then the object's punches go. Reads
+ * of every dkey here see what they saw; a dkey copied here later (beneath,
+ * at a low epoch) is not hidden by a punch made while it lived elsewhere
+ * (the reclaim, docs/decisions/0014). 0 when the object has no punch here.
+ * Errors: -LODE_ENOCONT, -LODE_EBADTGT, -ENOMEM, -EIO.
+ */
+int eng_obj_fold(struct eng_target *tgt, const struct eng_key *key);
 
 struct eng_stats {
 	uint64_t records;        /* index records (versions, punches, metadata) */

@@ -1902,28 +1902,126 @@ int eng_cont_destroy(struct eng_target *t, const struct lode_uuid *cont)
 	return bulk_run(t, o, before);
 }
 
-int eng_dkey_drop(struct eng_target *t, const struct eng_key *key)
+/* Before a removal of records: the key checked (with a dkey or not), and
+ * nothing in flight. */
+static int removal_begin(struct eng_target *t, const struct eng_key *key, bool dkey,
+			 uint32_t *cidx)
 {
-	struct kb k;
-	struct op *o;
-	uint32_t cidx;
-	size_t before;
-	int rc = validate_key(t, key, true, false, &cidx);
+	int rc = validate_key(t, key, dkey, false, cidx);
 
 	if (rc < 0)
 		return rc;
 	if (t->failed)
 		return -LODE_EBADTGT;
-	if ((rc = drain(t)) < 0)
-		return rc;
-	if (!(o = calloc(1, sizeof(*o))))
+	return drain(t);
+}
+
+/* Every record under pfx removed, logged, durable when it returns. */
+static int prefix_remove(struct eng_target *t, const struct kb *pfx)
+{
+	struct op *o = calloc(1, sizeof(*o));
+	size_t before = t->wal.len;
+	int rc;
+
+	if (!o)
 		return -ENOMEM;
-	before = t->wal.len;
-	kb_obj(&k, cidx, key->oid);
-	kb_str(&k, key->dkey, key->dkey_len);
-	if ((rc = bulk_take_prefix(t, o, &k)) < 0)
+	if ((rc = bulk_take_prefix(t, o, pfx)) < 0)
 		return bulk_abandon(t, o, rc);
 	return bulk_run(t, o, before);
+}
+
+int eng_dkey_drop(struct eng_target *t, const struct eng_key *key)
+{
+	struct kb k;
+	uint32_t cidx;
+	int rc = removal_begin(t, key, true, &cidx);
+
+	if (rc < 0)
+		return rc;
+	kb_obj(&k, cidx, key->oid);
+	kb_str(&k, key->dkey, key->dkey_len);
+	return prefix_remove(t, &k);
+}
+
+static uint32_t field_len(const struct rec *r, uint32_t pos);
+
+int eng_obj_fold(struct eng_target *t, const struct eng_key *key)
+{
+	struct kb p, d, k;
+	struct bt_cur c;
+	struct rec *r;
+	lode_epoch_t *ep = NULL;
+	uint8_t *dk = NULL; /* dkey prefixes, each [u16 length][bytes] */
+	size_t ne = 0, dlen = 0, dcap = 0;
+	uint32_t cidx;
+	int rc = removal_begin(t, key, false, &cidx);
+
+	if (rc < 0)
+		return rc;
+	/* The object's punches: records obj|u16 0|~epoch. */
+	kb_obj(&p, cidx, key->oid);
+	kb_u16(&p, 0);
+	for (r = bt_seek(t->index, &c, p.b, p.len); has_prefix(r, &p); r = bt_next(&c)) {
+		lode_epoch_t *n;
+
+		if (r->klen != p.len + 8)
+			continue;
+		if (!(n = realloc(ep, (ne + 1) * sizeof(*ep)))) {
+			free(ep);
+			return -ENOMEM;
+		}
+		ep = n;
+		ep[ne++] = rec_epoch_at(r, p.len);
+	}
+	if (ne == 0)
+		return 0;
+	/* Every dkey it holds, first: the inserts below move the tree. */
+	kb_obj(&k, cidx, key->oid);
+	d = k;
+	kb_u16(&d, 1);
+	for (r = bt_seek(t->index, &c, d.b, d.len); has_prefix(r, &k);) {
+		size_t n;
+
+		d.len = OBJ_PFX + 2 + field_len(r, OBJ_PFX);
+		memcpy(d.b, r->key, d.len);
+		n = d.len - OBJ_PFX;
+		if (dlen + n > dcap) {
+			uint8_t *b = realloc(dk, 2 * dcap + n + 256);
+
+			if (!b) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			dk = b;
+			dcap = 2 * dcap + n + 256;
+		}
+		memcpy(dk + dlen, d.b + OBJ_PFX, n);
+		dlen += n;
+		kb_skip(&d);
+		r = bt_seek(t->index, &c, d.b, d.len);
+	}
+	/* Each a dkey punch at each of the object's epochs, durable... */
+	for (size_t at = 0; at < dlen && rc == 0;) {
+		size_t n = 2 + ((size_t)dk[at] << 8 | dk[at + 1]);
+
+		for (size_t e = 0; e < ne && rc == 0; e++) {
+			k.len = OBJ_PFX;
+			memcpy(k.b + OBJ_PFX, dk + at, n);
+			k.len += n;
+			kb_u16(&k, 0);
+			kb_u64(&k, ~ep[e]);
+			rc = put_meta(t, &k, REC_PUNCH, 0, 0, NULL, NULL);
+		}
+		at += n;
+	}
+	if (rc < 0)
+		goto out;
+	/* ...before the object's punches go. */
+	rc = prefix_remove(t, &p);
+out:
+	free(ep);
+	free(dk);
+	return rc;
 }
 
 int eng_cont_list(struct eng_target *t, struct lode_uuid *conts, unsigned max)
@@ -2072,6 +2170,11 @@ static bool obj_visible(struct eng_target *t, uint32_t cidx, struct lode_oid oid
 	struct rec *r;
 
 	kb_obj(&k, cidx, oid);
+	if (epoch == ENG_EPOCH_ANY) {
+		/* Any record: an object that holds only its punches too. */
+		r = bt_seek(t->index, &c, k.b, k.len);
+		return has_prefix(r, &k);
+	}
 	d = k;
 	kb_u16(&d, 1);
 	for (r = bt_seek(t->index, &c, d.b, d.len); has_prefix(r, &k);) {

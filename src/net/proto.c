@@ -120,6 +120,7 @@ static const struct {
 	[NET_OP_BYE] = {"bye", 0, 0},
 	[NET_OP_LEASE] = {"lease", K | NET_FLD_EPOCH | NET_FLD_OFF | NET_FLD_LEN | NET_FLD_MAX, 0},
 	[NET_OP_DKEY_DROP] = {"dkey_drop", NET_FLD_CONT | NET_FLD_OID | NET_FLD_DKEY, 0},
+	[NET_OP_OBJ_FOLD] = {"obj_fold", NET_FLD_CONT | NET_FLD_OID, 0},
 };
 
 uint32_t net_op_fields(uint16_t opcode)

@@ -36,7 +36,7 @@
 #define NET_VERSION 5 /* 2: capabilities checked, the welcome names the management port;
 			* 3: updates and punches carry an epoch (rebuild's);
 			* 4: write leases (NET_OP_LEASE);
-			* 5: NET_OP_DKEY_DROP */
+			* 5: NET_OP_DKEY_DROP, NET_OP_OBJ_FOLD */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -84,6 +84,8 @@ enum net_op {
 	NET_OP_DKEY_DROP, /* remove every record of the dkey from the target, as if never
 			   * written (the reclaim of a dkey it no longer holds, see
 			   * docs/decisions/0014); admin rights; -LODE_EKEYEMPTY if none */
+	NET_OP_OBJ_FOLD,  /* fold the object's punches on the target into its dkeys
+			   * (eng_obj_fold; the reclaim); admin rights */
 	NET_OP_COUNT
 };
 

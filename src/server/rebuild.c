@@ -953,9 +953,16 @@ static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid 
 
 	if (conn_obj_class(p->ct, oid, &cls) < 0)
 		return 0; /* no class we place by */
-	if (p->reclaim)
+	if (p->reclaim) {
+		/* The object's punches here become punches of the dkeys here
+		 * (which the walk then keeps or drops): one would otherwise hide
+		 * a dkey copied back here later. */
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+
+		if ((rc = conn_tgt_io(p->ct, t, NET_OP_OBJ_FOLD, oid, NULL, &io)) < 0)
+			return rc;
 		w.fn = dkey_reclaim;
-	else if (cls.redun == LAYOUT_R_EC)
+	} else if (cls.redun == LAYOUT_R_EC)
 		w.fn = dkey_ec;
 	/* The reclaim must find punched dkeys, to drop their punches; a copy
 	 * with snapshots, the keys a snapshot has and the latest lacks (EC

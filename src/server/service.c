@@ -1174,6 +1174,11 @@ static void op_dispatch(struct srv_op *op)
 		k.akey = NULL;
 		op->rc = eng_dkey_drop(t->eng, &k);
 		break;
+	case NET_OP_OBJ_FOLD:
+		k.dkey = NULL;
+		k.akey = NULL;
+		op->rc = eng_obj_fold(t->eng, &k);
+		break;
 	default:
 		op->rc = -EOPNOTSUPP;
 		break;
@@ -1257,6 +1262,7 @@ static unsigned op_rights(uint16_t opcode)
 	case NET_OP_CONT_CREATE:
 	case NET_OP_CONT_DESTROY:
 	case NET_OP_DKEY_DROP: /* removes history as if it had never been */
+	case NET_OP_OBJ_FOLD:
 		return AUTH_R_ADMIN;
 	default:
 		return 0;

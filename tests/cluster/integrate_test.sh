@@ -72,6 +72,12 @@ check "a snapshot of pun" 0 A cont snap create pun
 s1=$(cat "$dir/out")
 check "... and key k0 of each removed" 0 "$client" remove "$a_addr" pun 300
 check "... so that they do not verify" 1 "$client" verify "$a_addr" pun 300
+# Likewise with whole objects punched (the old places fold an object's
+# punch into its dkeys there, which are then kept or dropped).
+check "container opun of class RP_2" 0 A cont create opun --class RP_2
+check "300 objects written to opun" 0 "$client" write "$a_addr" opun 300
+check "... and their kv objects punched whole" 0 "$client" opunch "$a_addr" opun 300
+check "... so that they do not verify" 1 "$client" verify "$a_addr" opun 300
 check "container of class EC_2P1" 0 A cont create c21 --class EC_2P1
 check "EC_2P1 writes, punches and reads" 0 "$ec" ops "$a_addr" c21 EC_2P1 7 200
 
@@ -121,6 +127,7 @@ fi
 export PLACE_GEN=2
 check "$n objects overwritten (generation 2)" 0 "$client" write "$a_addr" data "$n"
 check "pun's objects written again (generation 2), k0 too" 0 "$client" write "$a_addr" pun 300
+check "opun's objects written again (generation 2)" 0 "$client" write "$a_addr" opun 300
 kill -9 "$d_pid"
 wait "$d_pid" 2>/dev/null
 wait_state "killed d is DOWN" 3 DOWN 10
@@ -129,6 +136,8 @@ check "every object reads back as overwritten, not as it was before d joined" 0 
 	"$client" verify "$a_addr" data "$n"
 check "pun's objects read back, k0 too, not as removed before d joined" 0 \
 	"$client" verify "$a_addr" pun 300
+check "opun's objects read back, not as punched before d joined" 0 \
+	"$client" verify "$a_addr" opun 300
 check "the EC_2P1 objects read back after d's cells were rebuilt" 0 \
 	"$ec" verify "$a_addr" c21 EC_2P1 7 200
 

@@ -17,6 +17,7 @@
  *   remove ADDR CONT N    kv key k0 of objects 0..N-1 of stream removed (a
  *                         punch); verify then fails until they are written
  *                         again.
+ *   opunch ADDR CONT N    the kv objects 0..N-1 of stream punched whole.
  *   shapes ADDR CONT P    60 RP_2 objects whose akeys change shape: phase
  *                         P=1 writes them (akey t a single value, z an
  *                         array of 5000 bytes ending in zeros, y one of
@@ -281,17 +282,20 @@ static int cmd_write(lode_cont_t *ct, unsigned n)
 	return 0;
 }
 
-static int cmd_remove(lode_cont_t *ct, unsigned n)
+static int cmd_remove(lode_cont_t *ct, unsigned n, bool whole)
 {
 	int rc;
 
-	for (unsigned i = 0; i < n; i++)
-		if ((rc = lode_kv_remove(ct, oid_of(LODE_OT_KV, LAYOUT_CLASS_RP_2, i), "k0", NULL)) <
-		    0) {
+	for (unsigned i = 0; i < n; i++) {
+		struct lode_oid oid = oid_of(LODE_OT_KV, LAYOUT_CLASS_RP_2, i);
+
+		rc = whole ? lode_obj_punch(ct, oid, NULL) : lode_kv_remove(ct, oid, "k0", NULL);
+		if (rc < 0) {
 			printf("FAIL remove %u: %d (%s)\n", i, rc, lode_strerror(rc));
 			return 1;
 		}
-	printf("ok   k0 of %u RP_2 objects removed\n", n);
+	}
+	printf("ok   %s of %u RP_2 objects removed\n", whole ? "the kv objects" : "k0", n);
 	return 0;
 }
 
@@ -439,7 +443,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 5 && !(argc == 6 && strcmp(argv[1], "late") == 0)) {
-		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|shapes|s1dead ADDR CONT N\n"
+		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|opunch|shapes|s1dead "
+				"ADDR CONT N\n"
 				"       place_client late ADDR CONT N FILE\n");
 		return 2;
 	}
@@ -461,7 +466,9 @@ int main(int argc, char **argv)
 	else if (strcmp(argv[1], "write") == 0)
 		rc = cmd_write(ct, n);
 	else if (strcmp(argv[1], "remove") == 0)
-		rc = cmd_remove(ct, n);
+		rc = cmd_remove(ct, n, false);
+	else if (strcmp(argv[1], "opunch") == 0)
+		rc = cmd_remove(ct, n, true);
 	else if (strcmp(argv[1], "shapes") == 0)
 		rc = cmd_shapes(ct, n);
 	else if (strcmp(argv[1], "s1dead") == 0)

@@ -337,9 +337,85 @@ static void test_dkey_drop(void **state)
 	assert_int_equal(eng_dkey_drop(f->t, &other), -LODE_EKEYEMPTY);
 }
 
+/* Value of dkey d (akey "v") at epoch into buf: its length, or an error. */
+static int sv_at(struct fix *f, const char *d, lode_epoch_t epoch, char *buf)
+{
+	struct eng_key k = f->k;
+	uint32_t len = 0;
+	int rc;
+
+	k.dkey = d;
+	k.dkey_len = (uint32_t)strlen(d);
+	k.akey = "v";
+	k.akey_len = 1;
+	rc = eng_sv_fetch(f->t, &k, epoch, buf, 16, &len, NULL, NULL);
+	return rc < 0 ? rc : (int)len;
+}
+
+static void sv_put(struct fix *f, const char *d, lode_epoch_t epoch, const char *v)
+{
+	struct eng_key k = f->k;
+
+	k.dkey = d;
+	k.dkey_len = (uint32_t)strlen(d);
+	k.akey = "v";
+	k.akey_len = 1;
+	assert_int_equal(eng_sv_update(f->t, &k, epoch, v, (uint32_t)strlen(v), NULL, NULL), 0);
+}
+
+/*
+ * eng_obj_fold: the object's punch becomes a punch of each dkey here, so
+ * reads of them are unchanged, but a dkey written later beneath the punch
+ * (a rebuild's copy at a low epoch) is no longer hidden by it; and so
+ * after a restart. An object holding only its punch is listed at
+ * ENG_EPOCH_ANY.
+ */
+static void test_obj_fold(void **state)
+{
+	struct fix *f = *state;
+	struct eng_anchor an = ENG_ANCHOR_INIT;
+	struct lode_oid oids[4];
+	struct eng_key only = f->k;
+	char buf[16];
+
+	sv_put(f, "a", 5, "a5");
+	sv_put(f, "b", 6, "b6");
+	assert_int_equal(eng_obj_punch(f->t, &f->k, 20, NULL, NULL), 0);
+	sv_put(f, "b", 25, "b25");
+	/* Beneath the object punch: hidden. */
+	sv_put(f, "c", 3, "c3");
+	assert_int_equal(sv_at(f, "c", LODE_EPOCH_MAX, buf), -ENOENT);
+	assert_int_equal(eng_obj_fold(f->t, &f->k), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		assert_int_equal(sv_at(f, "a", LODE_EPOCH_MAX, buf), -ENOENT);
+		assert_int_equal(sv_at(f, "a", 10, buf), 2);
+		assert_memory_equal(buf, "a5", 2);
+		assert_int_equal(sv_at(f, "b", LODE_EPOCH_MAX, buf), 3);
+		assert_memory_equal(buf, "b25", 3);
+		assert_int_equal(sv_at(f, "b", 21, buf), -ENOENT);
+		/* c held here too: folded like the others (still hidden). */
+		assert_int_equal(sv_at(f, "c", LODE_EPOCH_MAX, buf), -ENOENT);
+		/* A dkey written beneath after the fold: seen. */
+		if (pass == 0)
+			sv_put(f, "d", 2, "d2");
+		assert_int_equal(sv_at(f, "d", LODE_EPOCH_MAX, buf), 2);
+		assert_memory_equal(buf, "d2", 2);
+		assert_int_equal(eng_tgt_close(f->t), 0);
+		f->t = NULL;
+		assert_int_equal(eng_tgt_open(&f->o, &f->t), 0);
+	}
+	assert_int_equal(eng_obj_fold(f->t, &f->k), 0); /* nothing left to fold */
+	/* An object with only its punch: listed for the reclaim's walk. */
+	only.oid.lo ^= 0x55;
+	assert_int_equal(eng_obj_punch(f->t, &only, 30, NULL, NULL), 0);
+	assert_int_equal(eng_obj_list(f->t, &f->cont, ENG_EPOCH_ANY, &an, oids, 4), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_obj_fold, setup_ram, teardown),
+		cmocka_unit_test_setup_teardown(test_obj_fold, setup_disk, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_overwrite_is_merged, setup_ram, teardown),
 		cmocka_unit_test_setup_teardown(test_partial_overwrite_is_merged, setup_disk, teardown),
 		cmocka_unit_test_setup_teardown(test_whole_overwrite_is_not_copied, setup_ram, teardown),
