@@ -647,19 +647,16 @@ int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
 		return 0;
 	}
 	/* c->map has DRAIN engines and targets UP: c->map_next says what moves. */
-	due = c->moving;
+	due = c->moving || layout_map_down(m);
 	for (uint32_t i = 0; i < m->nengines; i++) {
 		const struct layout_engine *e = &m->engines[i];
 		const struct layout_engine *n = c->map_next ? &c->map_next->engines[i] : NULL;
 
-		due |= e->state == LAYOUT_DOWN;
 		down |= n && n->state != e->state;
 		ndown += n && n->state != e->state;
 		nup += e->state == LAYOUT_UP;
-		for (uint16_t t = 0; t < e->ntgts; t++) {
-			due |= e->tgt[t] == LAYOUT_DOWN;
+		for (uint16_t t = 0; t < e->ntgts; t++)
 			down |= n && n->tgt[t] != e->tgt[t];
-		}
 		if (e->id == self)
 			up = e->state == LAYOUT_UP;
 	}

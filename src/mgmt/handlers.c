@@ -1751,6 +1751,7 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 	int64_t now = mgmt_now_ms(m);
 	struct rb b = {0};
 	bool changed = false;
+	struct mgmt_engine_live *l;
 	ms_engine *e;
 	uint32_t id;
 	uint64_t v0;
@@ -1821,15 +1822,14 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 		changed = true;
 	}
 	id = e->id;
-	/* A restarted engine has forgotten what it reported (its reclaim
-	 * above all): nothing of it counts until it reports again. */
-	if (mgmt_live_get(m, id, now))
-		mgmt_live_get(m, id, now)->reported = false;
-	if (!mgmt_live_get(m, id, now)) {
+	if (!(l = mgmt_live_get(m, id, now))) {
 		mgmt_state_rollback(&m->st);
 		st = fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
 		goto out;
 	}
+	/* A restarted engine has forgotten what it reported (its reclaim
+	 * above all): nothing of it counts until it reports again. */
+	l->reported = false;
 	if (changed) {
 		map->version = v0 + 1;
 		rc = mgmt_map_commit(m, map);

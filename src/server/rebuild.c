@@ -194,21 +194,28 @@ static int buf_room(struct pass *p, size_t n)
  * lacks the container: it is made there, with its snapshots, and the
  * write goes again.
  */
+/*
+ * The open container on target t, and its snapshots (p->snaps), which the
+ * target's aggregation must keep; what t has already stays.
+ */
+static int cont_make(struct pass *p, unsigned t)
+{
+	struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+	int rc = conn_tgt_io(p->ct, t, NET_OP_CONT_CREATE, (struct lode_oid){0, 0}, NULL, &io);
+
+	for (int s = 0; (rc == 0 || rc == -EEXIST) && s < p->nsnaps; s++) {
+		io = (struct conn_tgt_io){.epoch = p->snaps[s]};
+		rc = conn_tgt_io(p->ct, t, NET_OP_SNAP_CREATE, (struct lode_oid){0, 0}, NULL, &io);
+	}
+	return rc == -EEXIST ? 0 : rc;
+}
+
 static int copy_write(struct pass *p, unsigned dst, uint16_t op, struct lode_oid oid,
 		      const struct lode_key *k, struct conn_tgt_io *wr)
 {
-	struct conn_tgt_io mk = {.epoch = LODE_EPOCH_MAX};
 	int rc = conn_tgt_io(p->ct, dst, op, oid, k, wr);
 
-	if (rc != -LODE_ENOCONT)
-		return rc;
-	rc = conn_tgt_io(p->ct, dst, NET_OP_CONT_CREATE, (struct lode_oid){0, 0}, NULL, &mk);
-	/* And its snapshots, which its aggregation must keep. */
-	for (int s = 0; (rc == 0 || rc == -EEXIST) && s < p->nsnaps; s++) {
-		mk = (struct conn_tgt_io){.epoch = p->snaps[s]};
-		rc = conn_tgt_io(p->ct, dst, NET_OP_SNAP_CREATE, (struct lode_oid){0, 0}, NULL, &mk);
-	}
-	if (rc < 0 && rc != -EEXIST)
+	if (rc != -LODE_ENOCONT || (rc = cont_make(p, dst)) < 0)
 		return rc;
 	return conn_tgt_io(p->ct, dst, op, oid, k, wr);
 }
@@ -1053,25 +1060,15 @@ static int connect_pool(struct rebuild *rb, const char *pool, uint32_t v, lode_c
  * was away, when it was made) gets them here, before anything moves onto
  * it; the others have them already.
  */
-static int cont_prepare(struct pass *p, const lode_epoch_t *snaps, int ns)
+static int cont_prepare(struct pass *p)
 {
 	unsigned first, n;
 	int rc = 0;
 
 	if (conn_engine_targets(p->c, p->self, &first, &n) < 0)
 		return -EHOSTDOWN; /* we are not connected to ourselves */
-	for (unsigned t = first; t < first + n && rc == 0; t++) {
-		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
-
-		rc = conn_tgt_io(p->ct, t, NET_OP_CONT_CREATE, (struct lode_oid){0, 0}, NULL, &io);
-		for (int s = 0; (rc == 0 || rc == -EEXIST) && s < ns; s++) {
-			io = (struct conn_tgt_io){.epoch = snaps[s]};
-			rc = conn_tgt_io(p->ct, t, NET_OP_SNAP_CREATE, (struct lode_oid){0, 0}, NULL,
-					 &io);
-		}
-		if (rc == -EEXIST)
-			rc = 0;
-	}
+	for (unsigned t = first; t < first + n && rc == 0; t++)
+		rc = cont_make(p, t);
 	return rc;
 }
 
@@ -1204,7 +1201,7 @@ static int scan_pool(struct pass *p)
 			if (p->snaps[s] >= p->epoch)
 				p->epoch = p->snaps[s] + 1;
 		if (rc == 0 && p->reclaim)
-			rc = cont_prepare(p, p->snaps, p->nsnaps);
+			rc = cont_prepare(p);
 		if (rc == 0)
 			rc = scan_container(p);
 		if (rc == 0 && !p->reclaim) {

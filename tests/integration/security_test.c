@@ -337,6 +337,25 @@ static void test_read_only(void **state)
 	assert_int_equal(lode_kv_put(ct, oid, "k", "nope", 4, NULL), -LODE_ECAPRIGHTS);
 	assert_int_equal(lode_kv_remove(ct, oid, "k", NULL), -LODE_ECAPRIGHTS);
 	assert_int_equal(lode_cont_destroy(cr, "vault"), -EACCES);
+	{
+		/* The reclaim's operations need admin rights: a dkey dropped, an
+		 * object's punches folded, a list of what punches hid. */
+		struct lode_key dk = {"k", 1, NULL, 0};
+		struct lode_anchor an = {0};
+		uint8_t keys[256];
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+
+		assert_int_equal(conn_tgt_io(ct, 0, NET_OP_DKEY_DROP, oid, &dk, &io),
+				 -LODE_ECAPRIGHTS);
+		assert_int_equal(conn_tgt_io(ct, 0, NET_OP_OBJ_FOLD, oid, NULL, &io),
+				 -LODE_ECAPRIGHTS);
+		io = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .an = &an, .in = keys,
+					  .cap = sizeof(keys), .hflags = NET_F_LIST_ALL};
+		assert_int_equal(conn_tgt_io(ct, 0, NET_OP_DKEY_LIST, oid, NULL, &io),
+				 -LODE_ECAPRIGHTS);
+		io.hflags = 0; /* without the flag, read rights do */
+		assert_int_equal(conn_tgt_io(ct, 0, NET_OP_DKEY_LIST, oid, NULL, &io), 0);
+	}
 	lode_cont_close(ct);
 	lode_disconnect(cr);
 	expect_untouched(cta);
