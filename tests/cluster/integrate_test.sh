@@ -51,14 +51,7 @@ d_holds() {
 	fi
 }
 
-HB=(--heartbeat-ms 200 --grace-ms 3000)
-cluster_host --ram --transport tcp --targets 3 "${HB[@]}"
-loded_join b --targets 3
-pids+=("$jpid")
-loded_join c --targets 3
-pids+=("$jpid")
-wait_state "engine b joins UP" 1 UP 5
-wait_state "engine c joins UP" 2 UP 5
+cluster_of_three 3
 check "container of class RP_2" 0 A cont create data --class RP_2
 N=400
 check "$N objects written" 0 "$client" write "$a_addr" data $N
@@ -159,8 +152,8 @@ check "the overwritten objects read back after d came back" 0 "$client" verify "
 check "the EC_2P1 objects too" 0 "$ec" verify "$a_addr" c21 EC_2P1 7 200
 d_holds "d's three targets hold records again"
 # What d holds now carries the data: b dies, and everything still reads.
-kill -9 "${pids[0]}"
-wait "${pids[0]}" 2>/dev/null
+kill -9 "$b_pid"
+wait "$b_pid" 2>/dev/null
 wait_state "killed b is DOWN" 1 DOWN 10
 wait_state "rebuilt b is OUT" 1 OUT 60
 check "every object reads back with b gone" 0 "$client" verify "$a_addr" data "$n"

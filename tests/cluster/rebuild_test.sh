@@ -27,17 +27,7 @@ scratch_setup rebuild-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
-HB=(--heartbeat-ms 200 --grace-ms 3000)
-cluster_host --ram --transport tcp --targets 2 "${HB[@]}"
-
-loded_join b --targets 2
-b_pid=$jpid
-pids+=("$b_pid")
-loded_join c --targets 2
-c_pid=$jpid
-pids+=("$c_pid")
-wait_state "engine b joins UP" 1 UP 5
-wait_state "engine c joins UP" 2 UP 5
+cluster_of_three 2
 check "container of class RP_2" 0 A cont create data --class RP_2
 
 # ---- objects before the failure ----

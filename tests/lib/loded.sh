@@ -98,3 +98,19 @@ wait_state() {
 	"$lode" --addr "$a_addr" system engines
 	return 1
 }
+
+# cluster_of_three TARGETS: the usual three-engine cluster of the rebuild
+# tests: cluster_host (RAM, tcp, TARGETS targets, heartbeats every 200 ms,
+# DOWN after 3 s), engines b and c joined (b_pid, c_pid, both in pids),
+# and checks that both joined UP.
+cluster_of_three() {
+	cluster_host --ram --transport tcp --targets "$1" --heartbeat-ms 200 --grace-ms 3000
+	loded_join b --targets "$1"
+	b_pid=$jpid
+	pids+=("$b_pid")
+	loded_join c --targets "$1"
+	c_pid=$jpid
+	pids+=("$c_pid")
+	wait_state "engine b joins UP" 1 UP 5
+	wait_state "engine c joins UP" 2 UP 5
+}
