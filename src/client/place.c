@@ -92,8 +92,8 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 /*
  * c->map_next for the map now installed: a copy with every DOWN and DRAIN
  * engine and target OUT and, unless an engine or target is DOWN, every NEW
- * engine UP, while there are any; else
- * NULL. And c->map itself with DRAIN engines and targets UP, so that data
+ * engine UP, while there are any; else NULL. And c->map itself with DRAIN
+ * engines and targets UP, so that data
  * keeps being placed where it is until the drain ends (c->moving says a
  * drain or an integration runs). No c->map_next while the service's map
  * says a target may still hold data of an older layout (reclaimed <
