@@ -25,8 +25,8 @@
  * newer punch removed; reads at the latest epoch see the newest of both.
  * History: before the latest view, each snapshot's view is copied at the
  * snapshot's own epoch (copy_akey, copy_array), so snapshot reads see on
- * the copy what they saw on the original. EC cells are rebuilt as the
- * latest view only (decision 0011).
+ * the copy what they saw on the original; so do rebuilt EC cells
+ * (ec_array: each view's cells from the others' at that view).
  *
  * The report (rebuild_report) goes to the service with each heartbeat (or
  * through the hosting service's hook): the map version, running or done,
@@ -104,6 +104,7 @@ struct pass {
 	uint64_t dropped;          /* dkeys the reclaim removed */
 	uint64_t token;            /* this pass's lease token */
 	uint8_t *ecbuf;            /* EC pieces: 2 (k + p) x EC_PIECE */
+	uint8_t *ecprev;           /* the lost cells of a piece in the view before (ec_piece) */
 	lode_epoch_t *snaps;       /* the open container's snapshots, ascending */
 	int nsnaps, snaps_cap;
 	uint64_t *sizes;           /* an array's size in each view: snaps_cap + 1 */
@@ -500,9 +501,11 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
  * replacement gets its cells computed from k others (src/client/ec_io.c has
  * the layout): per akey, the array's range on every member read piece by
  * piece from k live ones, the lost cells rebuilt and written to the
- * replacements at the rebuild's epoch. A live member that the map the
- * rebuild ends in moves (a replacement pushed it) has its own cells copied.
- * A single value lives whole on every member and is copied like a replica.
+ * replacements: in a container with snapshots, each snapshot's view at
+ * its epoch (from the cells as of it), then the latest at the rebuild's.
+ * A live member that the map the rebuild ends in moves (a replacement
+ * pushed it) has its own cells copied. A single value lives whole on
+ * every member and is copied like a replica.
  *
  * Who rebuilds a dkey: its first live parity member, which every array
  * write and single value reaches (a data member may hold nothing of a
@@ -569,13 +572,14 @@ static const struct ec_codec *codec_for(struct pass *p, const struct layout_clas
 	return p->codec[i];
 }
 
-/* Read [off, off + n) of akey k from each of the k source members into bufs. */
+/* Read [off, off + n) of akey k as of epoch at from each of the k source
+ * members into bufs. */
 static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t *src,
-			struct lode_oid oid, const struct lode_key *k, uint64_t off, uint64_t n,
-			uint8_t *bufs)
+			struct lode_oid oid, const struct lode_key *k, lode_epoch_t at,
+			uint64_t off, uint64_t n, uint8_t *bufs)
 {
 	for (unsigned s = 0; s < g->cls->k; s++) {
-		struct conn_tgt_io rd = {.epoch = LODE_EPOCH_MAX, .off = off, .len = n,
+		struct conn_tgt_io rd = {.epoch = at, .off = off, .len = n,
 					 .in = bufs + (size_t)s * EC_PIECE, .cap = n};
 		int rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[src[s]], NET_OP_ARR_FETCH, oid, k, &rd);
 
@@ -699,7 +703,7 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			rc = -ECANCELED;
 		else if ((rc = ec_lease_op(p, *host, oid, k, at_off, at_len, EC_LEASE_MS,
 					   NET_F_LEASE_RENEW)) == 0 &&
-			 (rc = ec_read_srcs(p, g, src, oid, k, at, n, p->ecbuf)) == 0)
+			 (rc = ec_read_srcs(p, g, src, oid, k, LODE_EPOCH_MAX, at, n, p->ecbuf)) == 0)
 			rc = ec_encode(g->codec, data, par, n);
 		for (unsigned j = 0; j < g->cls->p && rc == 0; j++) {
 			struct conn_tgt_io wr = {.epoch = LODE_EPOCH_MAX, .off = at, .len = n,
@@ -717,11 +721,20 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	return rc;
 }
 
-/* The lost cells of [off, off + n) on every member, rebuilt from the sources src[0, ns). */
+/*
+ * The lost cells of [off, off + n) on every member in view v, rebuilt from
+ * the sources src[0, ns) as of that view and written at its epoch where
+ * they differ from the view before (p->ecprev, extent ext[m]; nothing
+ * before the first): as far as the view's size (size, the most any live
+ * member holds) reaches into the piece, and punched where they became
+ * zeros or end sooner. A snapshot's view does not change; the latest is
+ * read again after it is rebuilt (below).
+ */
 static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oid,
 		    const struct lode_key *k, const uint8_t *src, unsigned ns, uint32_t want,
-		    uint64_t off, uint64_t n)
+		    uint64_t off, uint64_t n, int v, uint64_t size, uint64_t *ext)
 {
+	uint64_t nv = off >= size ? 0 : size - off < n ? size - off : n;
 	unsigned nm = g->cls->k + g->cls->p;
 	uint8_t *a = p->ecbuf, *b = p->ecbuf + (size_t)nm * EC_PIECE;
 	uint8_t *cells[EC_CELLS_MAX] = {0};
@@ -735,16 +748,18 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	for (unsigned m = 0, o = ns; m < nm; m++)
 		if (want & 1u << m)
 			cells[m] = a + (size_t)o++ * EC_PIECE;
-	if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, a)) < 0)
+	if ((rc = ec_read_srcs(p, g, src, oid, k, view_read(p, v), off, n, a)) < 0)
 		return rc;
 	for (;;) {
 		if ((rc = ec_reconstruct(g->codec, cells, present, want, n)) < 0)
 			return rc;
+		if (v < p->nsnaps)
+			break;
 		/* Read again: a write that changed a source meanwhile makes the
 		 * rebuilt cells wrong; then rebuild from the new bytes. (Writers
 		 * take the lease, which this holds; a writer of an older build
 		 * would not.) */
-		if ((rc = ec_read_srcs(p, g, src, oid, k, off, n, b)) < 0)
+		if ((rc = ec_read_srcs(p, g, src, oid, k, LODE_EPOCH_MAX, off, n, b)) < 0)
 			return rc;
 		bool same = true;
 
@@ -758,47 +773,59 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			memcpy(a + (size_t)s * EC_PIECE, b + (size_t)s * EC_PIECE, n);
 	}
 	for (unsigned m = 0; m < nm; m++) {
-		struct conn_tgt_io wr = {.epoch = p->epoch, .off = off, .len = n, .out = cells[m],
-					 .rebuild = true};
+		uint8_t *prev = p->ecprev + (size_t)m * EC_PIECE;
+		struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = off, .len = nv,
+					 .out = cells[m], .rebuild = true};
+		unsigned dst = (unsigned)g->m.dst[m];
 
-		if (!(want & 1u << m) || all_zero(cells[m], n))
+		/* Past the view's size every source is empty: zeros. */
+		if (!(want & 1u << m) || (memcmp(cells[m], prev, n) == 0 && nv == ext[m]))
 			continue;
-		if ((rc = copy_write(p, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, oid, k, &wr)) <
-		    0)
+		rc = 0;
+		if (all_zero(cells[m], nv)) {
+			/* A hole here: one to make only if the view before had
+			 * something. */
+			if (ext[m])
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off, ext[m]);
+			ext[m] = 0;
+		} else {
+			rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr);
+			if (rc == 0 && nv < ext[m])
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off + nv,
+						ext[m] - nv);
+			if (rc == 0 && v == p->nsnaps)
+				count(p->rb, 0, nv); /* the latest view's bytes */
+			ext[m] = nv;
+		}
+		if (rc < 0)
 			return rc;
-		count(p->rb, 0, n);
+		memcpy(prev, cells[m], n);
 	}
 	return 0;
 }
 
 /*
- * An array akey: every lost member's cells, piece by piece, each under the
- * array's lease (held for one piece at a time, so that writers of a large
- * array wait for a piece, not for the whole array).
+ * An array akey in views v0 (0: every snapshot's, then the latest;
+ * p->nsnaps: the latest only) to the latest: every lost member's cells,
+ * piece by piece, each piece in every view in turn, under the array's
+ * lease (held for one piece at a time, so that writers of a large array
+ * wait for a piece, not for the whole array; a snapshot's view cannot
+ * change, but the lease says first whether the array is torn).
  */
 static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oid,
-		    const struct lode_key *k)
+		    const struct lode_key *k, int v0)
 {
 	unsigned nk = g->cls->k, nm = nk + g->cls->p, ns = 0;
 	uint8_t src[EC_CELLS_MAX];
-	uint64_t size = 0;
+	uint64_t *size = p->sizes, top = 0;
 	uint32_t want = 0;
 	int rc;
 
 	for (unsigned m = 0; m < nm; m++) {
-		struct conn_tgt_io sz = {.epoch = LODE_EPOCH_MAX};
-
-		if (g->m.tgt[m] < 0) {
+		if (g->m.tgt[m] < 0)
 			want |= g->m.dst[m] >= 0 ? 1u << m : 0;
-			continue;
-		}
-		if (ns < nk)
+		else if (ns < nk)
 			src[ns++] = (uint8_t)m;
-		rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, oid, k, &sz);
-		if (rc < 0 && rc != -ENOENT)
-			return rc;
-		if (rc == 0 && sz.val > size)
-			size = sz.val;
 	}
 	if (ns < nk)
 		return -EIO; /* more than p lost: nothing to rebuild from */
@@ -807,17 +834,51 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	for (unsigned m = 0; m < nm; m++)
 		if (g->m.tgt[m] >= 0 && g->m.dst[m] >= 0 &&
 		    (rc = copy_array(p, (unsigned)g->m.tgt[m], (unsigned)g->m.dst[m], oid, k,
-				      p->nsnaps)) < 0)
+				      v0)) < 0)
 			return rc;
-	for (uint64_t off = 0; off < size && want && !stopping(p->rb); off += EC_PIECE) {
-		uint64_t n = size - off < EC_PIECE ? size - off : EC_PIECE;
-		int host;
+	if (!want)
+		return 0;
+	/* Each view's size: the most any live member holds in it. */
+	for (int v = v0; v <= p->nsnaps; v++) {
+		size[v] = 0;
+		for (unsigned m = 0; m < nm; m++) {
+			struct conn_tgt_io sz = {.epoch = view_read(p, v)};
 
+			if (g->m.tgt[m] < 0)
+				continue;
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, oid, k, &sz);
+			if (rc < 0 && rc != -ENOENT)
+				return rc;
+			if (rc == 0 && sz.val > size[v])
+				size[v] = sz.val;
+		}
+		top = size[v] > top ? size[v] : top;
+	}
+	if (!p->ecprev && !(p->ecprev = malloc(EC_CELLS_MAX * (size_t)EC_PIECE)))
+		return -ENOMEM;
+	for (uint64_t off = 0; off < top && !stopping(p->rb); off += EC_PIECE) {
+		uint64_t n = top - off < EC_PIECE ? top - off : EC_PIECE, ext[EC_CELLS_MAX] = {0};
+		int host = -1;
+
+		for (unsigned m = 0; m < nm; m++)
+			if (want & 1u << m)
+				memset(p->ecprev + (size_t)m * EC_PIECE, 0, n);
 		/* A piece's failure writes only to the replacements: the lease goes
-		 * back whole. ec_lease gives it back itself when it did not mend. */
-		rc = ec_lease(p, g, oid, k, off, n, size, &host);
-		if (rc == 0)
-			rc = ec_piece(p, g, oid, k, src, ns, want, off, n);
+		 * back whole. ec_lease gives it back itself when it did not mend.
+		 * The snapshots' views cannot change: the lease is taken first
+		 * only to learn whether the array is torn (and mend it), and
+		 * not held while they are rebuilt, which writers would wait for. */
+		rc = 0;
+		if (v0 < p->nsnaps) {
+			rc = ec_lease(p, g, oid, k, off, n, size[p->nsnaps], &host);
+			(void)ec_lease_op(p, host, oid, k, off, n, 0, 0);
+			host = -1;
+		}
+		for (int v = v0; v < p->nsnaps && rc == 0; v++)
+			rc = ec_piece(p, g, oid, k, src, ns, want, off, n, v, size[v], ext);
+		if (rc == 0 && (rc = ec_lease(p, g, oid, k, off, n, size[p->nsnaps], &host)) == 0)
+			rc = ec_piece(p, g, oid, k, src, ns, want, off, n, p->nsnaps,
+				      size[p->nsnaps], ext);
 		(void)ec_lease_op(p, host, oid, k, off, n, 0, 0);
 		if (rc > 0)
 			return 0; /* torn, and left so: the pass fails at its end */
@@ -827,49 +888,55 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	return 0;
 }
 
-/* One akey under an EC dkey: a single value copied, or an array rebuilt. */
-static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid,
-		   const struct lode_key *k)
+/*
+ * What akey k is in view v over the group's live members, as akey_kind
+ * says: a single value lives whole on every member, but a member may hold
+ * none of a small array's cells, so each is asked until one has the akey.
+ */
+static int ec_kind(struct pass *p, const struct ec_group *g, struct lode_oid oid,
+		   const struct lode_key *k, int v, int *holder)
 {
-	unsigned reps = g->cls->k + g->cls->p;
-	int rc;
-
-	if ((rc = buf_room(p, PIECE)) < 0)
-		return rc;
-	for (unsigned m = 0; m < reps; m++) {
-		struct conn_tgt_io rd;
+	for (int m = 0; m < g->n; m++) {
+		int rc;
 
 		if (g->m.tgt[m] < 0)
 			continue;
-		for (;;) {
-			rd = (struct conn_tgt_io){.epoch = LODE_EPOCH_MAX, .in = p->buf, .cap = p->cap};
-			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_SV_FETCH, oid, k, &rd);
-			if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
-				break;
-			if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
-				return rc;
-		}
-		if (rc == -LODE_ETYPE)
-			break; /* an array */
-		if (rc == -ENOENT)
-			continue;
-		if (rc < 0)
+		if ((rc = akey_kind(p, (unsigned)g->m.tgt[m], oid, k, v)) != 0) {
+			*holder = *holder < 0 ? m : *holder;
 			return rc;
-		for (unsigned l = 0; l < reps; l++) {
-			size_t n = rd.val < p->cap ? (size_t)rd.val : p->cap;
-			struct conn_tgt_io wr = {.epoch = p->epoch, .out = p->buf, .len = n,
-						 .rebuild = true};
-
-			if (g->m.dst[l] < 0)
-				continue; /* stays where it is */
-			if ((rc = copy_write(p, (unsigned)g->m.dst[l], NET_OP_SV_UPDATE, oid, k,
-					      &wr)) < 0)
-				return rc;
-			count(p->rb, 0, n);
 		}
-		return 0;
 	}
-	return ec_array(p, g, oid, k);
+	return 0;
+}
+
+/*
+ * One akey under an EC dkey, in every view: a single value copied from a
+ * live member that holds it to each replacement, as a replica's is; an
+ * array's lost cells rebuilt. An akey whose kind changed between views is
+ * rebuilt as its latest view only, as copy_akey does.
+ */
+static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid,
+		   const struct lode_key *k)
+{
+	int kinds = 0, latest = 0, holder = -1, rc = 0;
+
+	for (int v = 0; v <= p->nsnaps; v++) {
+		if ((latest = ec_kind(p, g, oid, k, v, &holder)) < 0)
+			return latest;
+		kinds |= latest ? 1 << latest : 0;
+	}
+	if (latest == 2 || kinds == 1 << 2) {
+		/* A single value (copy_akey takes the latest view alone where
+		 * its kind changed). */
+		for (int m = 0; m < g->n && rc == 0; m++)
+			if (g->m.dst[m] >= 0)
+				rc = copy_akey(p, (unsigned)g->m.tgt[holder], (unsigned)g->m.dst[m],
+					       oid, k);
+		return rc;
+	}
+	if (kinds == 0)
+		return 0;
+	return ec_array(p, g, oid, k, kinds == 1 << 1 ? 0 : p->nsnaps);
 }
 
 /* A dkey of an EC object on our target: rebuild it if we are its first holder. */
@@ -880,7 +947,7 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	struct lode_key dk = {dkey, dlen, NULL, 0};
 	struct key_set ks = {0};
 	struct keys_walk aw = {.p = p, .oid = w->oid, .buf = p->akeys, .cap = sizeof(p->akeys),
-			       .fn = set_add, .set = &ks};
+			       .fn = set_add, .set = &ks, .all = w->all};
 	bool any = false;
 	int rc = 0;
 
@@ -972,9 +1039,8 @@ static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid 
 	} else if (cls.redun == LAYOUT_R_EC)
 		w.fn = dkey_ec;
 	/* The reclaim must find punched dkeys, to drop their punches; a copy
-	 * with snapshots, the keys a snapshot has and the latest lacks (EC
-	 * copies carry the latest view only). */
-	w.all = p->reclaim || (p->nsnaps > 0 && cls.redun != LAYOUT_R_EC);
+	 * with snapshots, the keys a snapshot has and the latest lacks. */
+	w.all = p->reclaim || p->nsnaps > 0;
 	w.cls = &cls;
 	w.local = tl;
 	if ((rc = keys_each(&w, NET_OP_DKEY_LIST, NULL)) == 0 && !p->reclaim)
@@ -1350,6 +1416,7 @@ out:
 	for (int i = 0; i < 3; i++)
 		ec_codec_destroy(p->codec[i]);
 	free(p->ecbuf);
+	free(p->ecprev);
 	free(p->buf);
 	free(p->prev);
 	free(p->snaps);

@@ -46,7 +46,16 @@
  *                                 through the EC path; prints the result.
  *   punch ADDR CONT CLASS N       punch the race array's akey (under the
  *                                 lease; N is not used).
+ *   sizes ADDR CONT CLASS SEED    the sizes of the arrays ops SEED writes,
+ *                                 printed on one line (to compare them
+ *                                 degraded and rebuilt).
  * The race commands work on race object $RACE_OBJ (1 if unset).
+ * With EC_EPOCH=E in the environment, verify reads as of epoch E (a
+ * snapshot). With EC_GEN=G, ops and verify use the single values of
+ * generation G (default 0), and an odd G has the last one's dkey punched:
+ * a snapshot's view of them is told from the latest. With EC_FROM=F, ops
+ * takes its first F operations as done already (an earlier ops of the
+ * same seed did them): replayed on the model only.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -64,6 +73,10 @@
 #define NARR 3
 #define ARR_MAX (1536u << 10) /* the model's arrays: 1.5 MiB each */
 #define SV_N 4
+
+static lode_epoch_t at = LODE_EPOCH_MAX; /* EC_EPOCH */
+static unsigned gen;                      /* EC_GEN */
+static unsigned ops_from;                 /* EC_FROM */
 
 static void die(const char *what, int rc)
 {
@@ -128,7 +141,7 @@ static int check_read(struct ctx *x, unsigned a, uint64_t off, uint32_t len, con
 	if (!got)
 		die("malloc", -ENOMEM);
 	memset(got, 0xee, len);
-	rc = lode_obj_read(x->ct, arr_oid(x, a), LODE_EPOCH_MAX, &akey, off, got, len, NULL);
+	rc = lode_obj_read(x->ct, arr_oid(x, a), at, &akey, off, got, len, NULL);
 	if (rc == -ENOENT && model_size(x->m, a) == 0)
 		rc = 0, memset(got, 0, len);
 	if (rc < 0) {
@@ -248,7 +261,7 @@ static void events(struct ctx *x, bool write)
 			memset(got[i], 0xee, LEN);
 			if ((rc = lode_event_init(&ev[i], eq)) < 0)
 				die("event init", rc);
-			rc = pass ? lode_obj_read(x->ct, o, LODE_EPOCH_MAX, &akey, off, got[i], LEN, &ev[i])
+			rc = pass ? lode_obj_read(x->ct, o, at, &akey, off, got[i], LEN, &ev[i])
 				  : lode_obj_write(x->ct, o, &akey, off, want[i], LEN, &ev[i]);
 			if (rc < 0)
 				die(pass ? "read with an event" : "write with an event", rc);
@@ -285,17 +298,24 @@ static void extras(struct ctx *x, bool write)
 		struct lode_key k = {dk, 0, "v", 1};
 		uint8_t buf[5000];
 		uint32_t len = 0;
+		bool gone = gen % 2 == 1 && j == SV_N - 1;
 
 		k.dkey_len = (uint32_t)snprintf(dk, sizeof(dk), "sv%u", j);
 		x->m->sv_len[j] = 100 + 1000 * j;
-		fill(x->m->sv[j], x->m->sv_len[j], x->seed + j);
-		if (write && (rc = lode_obj_update(x->ct, o, &k, x->m->sv[j], x->m->sv_len[j],
-						   NULL)) < 0)
+		fill(x->m->sv[j], x->m->sv_len[j], x->seed + j + 7919ull * gen);
+		if (write && (rc = gone ? lode_dkey_punch(x->ct, o, &k, NULL)
+					: lode_obj_update(x->ct, o, &k, x->m->sv[j], x->m->sv_len[j],
+							  NULL)) < 0)
 			die("sv update", rc);
 		if (!x->io)
 			continue;
-		if ((rc = lode_obj_fetch(x->ct, o, LODE_EPOCH_MAX, &k, buf, sizeof(buf), &len,
-					 NULL)) < 0)
+		rc = lode_obj_fetch(x->ct, o, at, &k, buf, sizeof(buf), &len, NULL);
+		if (gone) {
+			if (rc != -ENOENT)
+				die("a punched single value's fetch", rc < 0 ? rc : -EEXIST);
+			continue;
+		}
+		if (rc < 0)
 			die("sv fetch", rc);
 		if (len != x->m->sv_len[j] || memcmp(buf, x->m->sv[j], len))
 			die("sv bytes differ", -EIO);
@@ -327,14 +347,14 @@ static void extras(struct ctx *x, bool write)
 			die("punch at the top", rc);
 	}
 	if (x->io) {
-		if ((rc = lode_array_read(x->ct, ao, 0, LODE_EPOCH_MAX, 777, got, alen, NULL)) < 0)
+		if ((rc = lode_array_read(x->ct, ao, 0, at, 777, got, alen, NULL)) < 0)
 			die("array read", rc);
 		if (memcmp(got, want, alen))
 			die("chunked array bytes differ", -EIO);
 		/* Its size comes from listing its chunks (dkeys) and their sizes. */
 		uint64_t size = 0;
 
-		if ((rc = lode_array_size(x->ct, ao, 0, LODE_EPOCH_MAX, &size)) < 0)
+		if ((rc = lode_array_size(x->ct, ao, 0, at, &size)) < 0)
 			die("array size", rc);
 		if (size < 777 + alen || (!x->upper && size != 777 + alen)) {
 			printf("FAIL chunked array size %llu, not %zu\n", (unsigned long long)size,
@@ -343,16 +363,16 @@ static void extras(struct ctx *x, bool write)
 		}
 		/* The single values' dkeys, each listed once. */
 		struct lode_anchor an = {0};
-		int n = lode_dkey_list(x->ct, o, LODE_EPOCH_MAX, &an, got, alen), total = 0;
+		int n = lode_dkey_list(x->ct, o, at, &an, got, alen), total = 0;
 
 		while (n > 0) {
 			total += n;
-			n = an.eof ? 0 : lode_dkey_list(x->ct, o, LODE_EPOCH_MAX, &an, got, alen);
+			n = an.eof ? 0 : lode_dkey_list(x->ct, o, at, &an, got, alen);
 		}
 		if (n < 0)
 			die("dkey list", n);
-		if (total != SV_N) {
-			printf("FAIL %d dkeys listed, not %d\n", total, SV_N);
+		if (total != SV_N - (int)(gen % 2)) {
+			printf("FAIL %d dkeys listed, not %d\n", total, SV_N - (int)(gen % 2));
 			exit(1);
 		}
 	}
@@ -374,9 +394,10 @@ static int cmd_ops(struct ctx *x, unsigned n, bool verify)
 {
 	uint64_t s = x->seed * 0x9e3779b97f4a7c15ull | 1;
 
-	x->io = !verify;
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
+		x->io = !verify && i >= ops_from;
 		one_op(x, &s, i);
+	}
 	x->io = true;
 	extras(x, !verify);
 	events(x, !verify);
@@ -385,7 +406,7 @@ static int cmd_ops(struct ctx *x, unsigned n, bool verify)
 		int rc;
 
 		check_read(x, a, 0, ARR_MAX, verify ? "verify" : "final read");
-		if ((rc = lode_obj_size(x->ct, arr_oid(x, a), LODE_EPOCH_MAX, &akey, &size)) < 0 &&
+		if ((rc = lode_obj_size(x->ct, arr_oid(x, a), at, &akey, &size)) < 0 &&
 		    rc != -ENOENT)
 			die("size", rc);
 		/* Degraded or rebuilt, a size is an upper bound. */
@@ -679,6 +700,21 @@ static int cmd_rread(struct ctx *x, unsigned n)
 	return 0;
 }
 
+static int cmd_sizes(struct ctx *x)
+{
+	printf("sizes");
+	for (unsigned a = 0; a < NARR; a++) {
+		uint64_t size = 0;
+		int rc = lode_obj_size(x->ct, arr_oid(x, a), at, &akey, &size);
+
+		if (rc < 0 && rc != -ENOENT)
+			die("size", rc);
+		printf(" %llu", (unsigned long long)size);
+	}
+	printf("\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m;
@@ -699,12 +735,19 @@ int main(int argc, char **argv)
 				"       ec_client tear ADDR CONT CLASS N\n"
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
 				"       ec_client rread ADDR CONT CLASS N\n"
-				"       ec_client punch ADDR CONT CLASS N\n");
+				"       ec_client punch ADDR CONT CLASS N\n"
+				"       ec_client sizes ADDR CONT CLASS SEED\n");
 		return 2;
 	}
 	/* A line at a time: a failure's exit may skip stdio's flush (LeakSanitizer
 	 * ends the process itself when the connection is left open). */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (getenv("EC_EPOCH"))
+		at = strtoull(getenv("EC_EPOCH"), NULL, 10);
+	if (getenv("EC_FROM"))
+		ops_from = (unsigned)strtoul(getenv("EC_FROM"), NULL, 10);
+	if (getenv("EC_GEN"))
+		gen = (unsigned)strtoul(getenv("EC_GEN"), NULL, 10);
 	x.cls = lc.id;
 	x.stripe = lc.redun == LAYOUT_R_EC ? lc.k * (64u << 10) : 64u << 10;
 	open_cont(argv[2], argv[3], &c, &x.ct);
@@ -719,6 +762,9 @@ int main(int argc, char **argv)
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "rread")) {
 		rc = cmd_rread(&x, (unsigned)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "sizes")) {
+		x.seed = strtoull(argv[5], NULL, 10);
+		rc = cmd_sizes(&x);
 	} else if (!strcmp(argv[1], "punch")) {
 		rc = lode_akey_punch(x.ct, race_oid(&x), &akey, NULL);
 		printf("%s akey punch of race object %u: %s\n", rc ? "FAIL" : "ok  ", race_obj(),

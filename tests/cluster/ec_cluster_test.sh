@@ -32,7 +32,12 @@
 #     cells are rebuilt onto the replacements, while a client writes, and
 #     it goes OUT; then a
 #     second engine is killed, and everything still reads back: the reads
-#     now need the rebuilt cells.
+#     now need the rebuilt cells;
+#   - a container snapshotted and then changed (arrays overwritten and
+#     punched, single values rewritten, one dkey punched) reads as the
+#     snapshot saw it and as changed: before the failure, degraded, after
+#     the rebuild (the rebuilt cells carry the snapshot's view) and after
+#     the second failure.
 #
 # usage: ec_cluster_test.sh LODED LODE EC_CLIENT LODE_FUSE
 set -u
@@ -64,6 +69,23 @@ for i in 1 2 3 4 5; do wait_state "engine $i joins UP" "$i" UP 5; done
 check "container of class EC_2P1" 0 A cont create c21 --class EC_2P1
 check "container of class EC_4P2" 0 A cont create c42 --class EC_4P2
 check "container of class S1" 0 A cont create cs1 --class S1
+
+# ---- a snapshot's view, kept through the failures below ----
+check "container snp of class EC_2P1" 0 A cont create snp --class EC_2P1
+for s in 20 21 22; do C "snp seed $s before its snapshot" ops "$a_addr" snp EC_2P1 $s 150; done
+check "a snapshot of snp" 0 A cont snap create snp
+s1=$(cat "$dir/out")
+for s in 20 21 22; do
+	EC_GEN=1 EC_FROM=150 C "snp seed $s changed after it" ops "$a_addr" snp EC_2P1 $s 300
+done
+snp_check() { # WHEN: snp's snapshot and latest views read back
+	local s
+	for s in 20 21 22; do
+		EC_EPOCH=$s1 C "snp seed $s as the snapshot saw it$1" verify "$a_addr" snp EC_2P1 $s 150
+		EC_GEN=1 C "snp seed $s as changed$1" verify "$a_addr" snp EC_2P1 $s 300
+	done
+}
+snp_check ""
 
 # ---- the I/O path against a model ----
 C "S1 matches the model (the engine's own semantics)" ops "$a_addr" cs1 S1 1 150
@@ -180,6 +202,15 @@ grep -q "Input/output error" "$dir/out" && echo "ok   ... with -EIO" && pass=$((
 C "EC_2P1 reads back degraded" verify "$a_addr" c21 EC_2P1 2 300
 C "EC_4P2 reads back degraded" verify "$a_addr" c42 EC_4P2 3 300
 C "the stream's objects read back degraded" check "$a_addr" c21 EC_2P1 "${n:-1}"
+snp_check ", f dead"
+# snp's array sizes as read degraded: upper bounds for a lost data member.
+snp_sizes() { # FILE
+	local s
+	for s in 20 21 22; do
+		EC_EPOCH=$s1 "$client" sizes "$a_addr" snp EC_2P1 $s && "$client" sizes "$a_addr" snp EC_2P1 $s
+	done >"$1" 2>&1
+}
+snp_sizes "$dir/sizes.degraded"
 check "the files read back degraded through the mount" 0 diff -r "$dir/src" "$mnt/tree"
 check "a file written through the mount degraded" 0 cp "$dir/src/f1048577" "$mnt/tree/g"
 check "... reads back" 0 cmp "$dir/src/f1048577" "$mnt/tree/g"
@@ -220,6 +251,17 @@ grep -q "rebuild for pool map version [0-9]*: done" "$dir/loded.log" &&
 	failed "no rebuild done in loded.log"
 for s in 2 4; do C "EC_2P1 seed $s reads back after the rebuild" verify "$a_addr" c21 EC_2P1 $s 300; done
 C "the stream's objects read back after the rebuild" check "$a_addr" c21 EC_2P1 "${n:-1}"
+snp_check " after the rebuild"
+# The rebuilt cells reach no further than the degraded bound said (the
+# model's sizes, at most, are checked by verify above).
+snp_sizes "$dir/sizes.rebuilt"
+if paste -d' ' "$dir/sizes.degraded" "$dir/sizes.rebuilt" |
+	awk 'NF != 8 || $1 != "sizes" { exit 1 } { for (i = 2; i <= 4; i++) if ($(i + 4) > $i) exit 1 }'; then
+	echo "ok   snp's rebuilt array sizes are within the degraded bounds"
+	pass=$((pass + 1))
+else
+	failed "snp's sizes grew in the rebuild: $(paste -d' ' "$dir/sizes.degraded" "$dir/sizes.rebuilt")"
+fi
 
 # ---- a second failure: the reads need the rebuilt cells ----
 kill -9 "${epid[e]}"
@@ -227,6 +269,7 @@ wait "${epid[e]}" 2>/dev/null
 wait_state "killed e is DOWN" 4 DOWN 10
 for s in 2 4; do C "EC_2P1 seed $s reads back, e dead, f rebuilt" verify "$a_addr" c21 EC_2P1 $s 300; done
 C "the stream's objects read back, e dead, f rebuilt" check "$a_addr" c21 EC_2P1 "${n:-1}"
+snp_check ", e dead, f rebuilt"
 check "the files read back, e dead, f rebuilt" 0 diff -r -x g "$dir/src" "$mnt/tree"
 check "the file written degraded too" 0 cmp "$dir/src/f1048577" "$mnt/tree/g"
 check "unmount" 0 fusermount3 -u "$mnt"
