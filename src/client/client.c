@@ -1694,6 +1694,7 @@ static lode_conn_t *conn_alloc(const char *addr, const struct lode_conn_opts *op
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->renew_lock, NULL);
 	pthread_mutex_init(&c->renewer_lock, NULL);
+	pthread_mutex_init(&c->catch_lock, NULL);
 	pthread_cond_init(&c->renewer_cond, NULL);
 	c->epfd = -1;
 	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
@@ -1847,8 +1848,10 @@ static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
 
 #define CATCH_UP_BOOT_MS 2000
 
-/* An engine of the installed map to connect now, or -1. Lock held. */
-static int catch_up_pick(const lode_conn_t *c, int64_t now)
+/* An engine of the installed map to connect now, or -1; with fresh, only
+ * one never connected, whether its next try is due or not (conn_engines_fresh).
+ * Lock held. */
+static int catch_up_pick(const lode_conn_t *c, int64_t now, bool fresh)
 {
 	if (!c->ready || c->failed || c->map_local || !c->map)
 		return -1;
@@ -1856,8 +1859,8 @@ static int catch_up_pick(const lode_conn_t *c, int64_t now)
 		const struct conn_engine *ce = &c->eng[e];
 		const struct layout_engine *le = layout_map_engine(c->map, ce->id);
 
-		if (!le || ce->joining || (ce->connected && !ce->lost) || ce->retry_us > now ||
-		    !ce->addr[0])
+		if (!le || ce->joining || (ce->connected && (fresh || !ce->lost)) ||
+		    (!fresh && ce->retry_us > now) || !ce->addr[0] || (fresh && ce->tried))
 			continue;
 		/* Lost: only once a map fetched since still has it (not DOWN). */
 		if (ce->lost && c->map_at_us <= ce->lost_us)
@@ -1868,7 +1871,7 @@ static int catch_up_pick(const lode_conn_t *c, int64_t now)
 	return -1;
 }
 
-int conn_engines_catch_up(lode_conn_t *c)
+static int catch_up_one(lode_conn_t *c, bool fresh)
 {
 	struct sockaddr_storage ss;
 	struct net_welcome w;
@@ -1878,10 +1881,11 @@ int conn_engines_catch_up(lode_conn_t *c)
 	int e, rc;
 
 	pthread_mutex_lock(&c->lock);
-	if ((e = catch_up_pick(c, now_us())) < 0) {
+	if ((e = catch_up_pick(c, now_us(), fresh)) < 0) {
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	c->eng[e].tried = fresh;
 	c->eng[e].joining = true;
 	had = c->eng[e].connected; /* lost and back: its workers are there */
 	memcpy(addr, c->eng[e].addr, sizeof(addr));
@@ -1934,6 +1938,37 @@ int conn_engines_catch_up(lode_conn_t *c)
 	if (rc == 0)
 		conn_map_install(c, NULL);
 	return rc < 0 ? rc : 1;
+}
+
+int conn_engines_catch_up(lode_conn_t *c)
+{
+	int rc;
+
+	/* The renewer and conn_engines_fresh: engine_workers takes the next
+	 * free target slots, which two at once would both take. The renewer
+	 * does not wait (it renews tokens and fetches maps too). */
+	if (pthread_mutex_trylock(&c->catch_lock) != 0)
+		return 0;
+	rc = catch_up_one(c, false);
+	pthread_mutex_unlock(&c->catch_lock);
+	return rc;
+}
+
+int conn_engines_fresh(lode_conn_t *c)
+{
+	int n = 0, rc;
+
+	/* A lost engine that is back had what was made before it left; the
+	 * renewer connects it. */
+	pthread_mutex_lock(&c->catch_lock);
+	pthread_mutex_lock(&c->lock);
+	for (unsigned e = 0; e < c->nengines; e++)
+		c->eng[e].tried = false;
+	pthread_mutex_unlock(&c->lock);
+	while ((rc = catch_up_one(c, true)) != 0)
+		n += rc > 0;
+	pthread_mutex_unlock(&c->catch_lock);
+	return n;
 }
 
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)
@@ -2155,6 +2190,7 @@ int lode_disconnect(lode_conn_t *c)
 	conn_logout(c);
 	pthread_mutex_destroy(&c->renew_lock);
 	pthread_mutex_destroy(&c->renewer_lock);
+	pthread_mutex_destroy(&c->catch_lock);
 	pthread_cond_destroy(&c->renewer_cond);
 	layout_map_free(c->map);
 	layout_map_free(c->map_next);
@@ -2188,6 +2224,16 @@ bool conn_target_live(lode_conn_t *c, unsigned t)
 	       !c->eng[c->w[t].eng].joining;
 	pthread_mutex_unlock(&c->lock);
 	return live;
+}
+
+bool conn_target_new(const lode_conn_t *c, unsigned t)
+{
+	const struct layout_engine *le;
+
+	if (t >= c->ntargets || !c->map)
+		return false;
+	le = layout_map_engine(c->map, c->eng[c->w[t].eng].id);
+	return le && le->state == LAYOUT_NEW;
 }
 
 unsigned conn_target_first(lode_conn_t *c)

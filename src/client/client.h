@@ -145,6 +145,7 @@ struct lode_conn {
 		int64_t retry_us;       /* a failed late connect is tried again after this */
 		int64_t lost_us;        /* when it was lost */
 		unsigned tries;         /* late connects failed in a row (the wait doubles) */
+		bool tried;             /* conn_engines_fresh has tried it this time */
 	} eng[CONN_ENGINES_MAX];
 	unsigned nengines;
 	struct layout_map *map; /* the placement map (lock held to read or swap) */
@@ -191,6 +192,7 @@ struct lode_conn {
 	bool renewer_running, renewer_stop;
 	pthread_mutex_t renewer_lock;
 	pthread_cond_t renewer_cond;
+	pthread_mutex_t catch_lock; /* one conn_engines_catch_up at a time */
 	char mgmt_err[320];         /* the last failed RPC's message */
 	/* The pool map's version requests carry (from Connect, then PoolMapGet
 	 * when an engine says it is stale); map_want is the newest an engine
@@ -294,6 +296,9 @@ size_t conn_cap_put(lode_conn_t *c, uint16_t op, const struct lode_uuid *cont, u
 
 /* Fetch the pool map (PoolMapGet) when an engine named a newer version. No lock held. */
 void conn_map_refresh(lode_conn_t *c);
+
+/* Fetch the pool map now and install it, wished for or not. No lock held. */
+int conn_map_fetch(lode_conn_t *c);
 
 /* Renew the tokens if their time has come (or now, with force). No lock held. */
 void conn_caps_renew(lode_conn_t *c, bool force);
@@ -468,6 +473,17 @@ void conn_engines_note(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm);
  */
 int conn_engines_catch_up(lode_conn_t *c);
 
+/*
+ * Connect every engine of the installed map that this connection never
+ * connected, each tried once, whether its next try is due or not; one
+ * that does not answer is left, as a lost one is. Returns how many were
+ * connected. Before an operation that must reach every engine, a
+ * container's or a snapshot's creation, which an engine that joined since
+ * this connection last fetched the map would otherwise miss for good
+ * (docs/decisions/0014): conn_map_fetch first. No lock held.
+ */
+int conn_engines_fresh(lode_conn_t *c);
+
 /* Ask the renewer thread to fetch the map: now, or at its next turn
  * (within 250 ms). Version want, or any when want is our own. Lock may be held. */
 void conn_map_want(lode_conn_t *c, uint32_t want, bool now);
@@ -478,6 +494,10 @@ void conn_map_wake(lode_conn_t *c, uint32_t want);
 /* Whether global target t's engine is connected and not lost (broadcasts
  * and enumeration skip the others), and the first such target (0 if none). */
 bool conn_target_live(lode_conn_t *c, unsigned t);
+
+/* Whether global target t's engine is NEW in the installed map (being
+ * integrated: its walk may not have made every container yet). Lock held. */
+bool conn_target_new(const lode_conn_t *c, unsigned t);
 unsigned conn_target_first(lode_conn_t *c);
 
 /* ---- erasure-coded byte arrays (ec_io.c) ---- */

@@ -20,6 +20,30 @@
 #include "client/client.h"
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 
+/*
+ * The container on every target we reach, one at a time: creating a
+ * container is rare, and a failure then names the first target that
+ * refused. One there already (an earlier attempt) is fine.
+ */
+static int targets_create(lode_conn_t *c, const struct net_args *a)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
+		struct creq *r;
+
+		if (!conn_target_live(c, i))
+			continue; /* lost: the walk of its targets makes it when it is back */
+		if (!(r = creq_new(c, NET_OP_CONT_CREATE, i)))
+			return -ENOMEM;
+		r->a = *a;
+		rc = creq_submit(r, NULL, NULL);
+		if (rc == -EEXIST)
+			rc = 0;
+	}
+	return rc;
+}
+
 int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_cont_props *props,
 			   struct lode_uuid *uuid_out)
 {
@@ -62,22 +86,18 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 		return rc;
 	if ((rc = conn_cont_acquire(c, label, &a.cont, NULL)) < 0)
 		return rc;
-	/* One target at a time: creating a container is rare, and a failure
-	 * then names the first target that refused. */
-	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
-		struct creq *r;
-
-		if (!conn_target_live(c, i))
-			continue; /* a lost engine: it misses the container until rebuild exists */
-		if (!(r = creq_new(c, NET_OP_CONT_CREATE, i))) {
-			rc = -ENOMEM;
-			break;
-		}
-		r->a = a;
-		rc = creq_submit(r, NULL, NULL);
-		if (rc == -EEXIST)
-			rc = 0; /* made by an earlier attempt that did not finish */
-	}
+	/* Every engine the map has now: one that joined after our last map,
+	 * and walked its targets before the container was registered, would
+	 * not get it otherwise (docs/decisions/0014). The targets we reach
+	 * first, at once (an engine that joins later waits for the container
+	 * to be on some target, 2 s at most, and then makes it itself), then
+	 * those of the engines the fresh map adds. */
+	if (!c->map_local)
+		rc = conn_map_fetch(c);
+	if (rc == 0)
+		rc = targets_create(c, &a);
+	if (rc == 0 && !c->map_local && conn_engines_fresh(c) > 0)
+		rc = targets_create(c, &a);
 	if (rc < 0) {
 		/* Undo, so that the label can be created again: the targets that
 		 * made it drop it, then the service forgets it (best effort; the

@@ -1794,6 +1794,16 @@ void lode_cont_uuid(const lode_cont_t *ct, struct lode_uuid *uuid_out)
 	*uuid_out = ct->uuid;
 }
 
+/* A snapshot's request to a target other than the first: a NEW engine
+ * whose walk has not reached the container yet has none, and its walk
+ * makes the snapshot there from the others' (docs/decisions/0014). Lock
+ * held. */
+static void snap_done(struct creq *r)
+{
+	if (r->rc == -LODE_ENOCONT && conn_target_new(r->c, r->tgt))
+		r->rc = 0;
+}
+
 int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 {
 	struct net_args a = {0};
@@ -1804,6 +1814,12 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 
 	if (!ct || !epoch_out)
 		return -EFAULT;
+	/* Every engine the map has now, as for a container's creation. */
+	if (!ct->c->map_local) {
+		if ((rc = conn_map_fetch(ct->c)) < 0)
+			return rc;
+		conn_engines_fresh(ct->c);
+	}
 	/* The first reachable target's clock picks the epoch; the others
 	 * retain the same one. */
 	first = conn_target_first(ct->c);
@@ -1829,6 +1845,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 				break;
 			}
 			r->a = a;
+			r->on_done = snap_done;
 			rc = creq_submit(r, NULL, p);
 		}
 		if (rc < 0)

@@ -358,38 +358,43 @@ out:
 
 /*
  * Fetch the map and install it (place.c), which places the requests parked
- * as stale again. A fetch that fails leaves them parked and the wish for a
- * map standing, for the next turn of the renewer (250 ms).
+ * as stale again.
  */
-void conn_map_refresh(lode_conn_t *c)
+int conn_map_fetch(lode_conn_t *c)
 {
 	Lode__Mgmt__V1__Empty req = LODE__MGMT__V1__EMPTY__INIT;
 	Lode__Mgmt__V1__PoolMap *map = NULL;
 	struct layout_map *m = NULL;
 	uint8_t tok[AUTH_CAP_SIZE];
-	uint32_t want = atomic_exchange(&c->map_want, 0);
+	int rc;
 
-	if (want == 0)
-		return;
 	pthread_mutex_lock(&c->lock);
 	memcpy(tok, c->tok, sizeof(tok));
 	pthread_mutex_unlock(&c->lock);
-	if (mgmt_call(c, M("PoolMapGet"), &req.base, &lode__mgmt__v1__pool_map__descriptor, tok,
-		      (ProtobufCMessage **)&map, -ENOENT) == 0) {
-		if (!c->map_local && conn_map_decode(map, &m) < 0)
-			m = NULL;
-		if (m)
-			conn_engines_note(c, map);
-		if (c->map_local && map->version > atomic_load(&c->map_ver))
-			atomic_store(&c->map_ver, map->version);
-		protobuf_c_message_free_unpacked(&map->base, NULL);
-		conn_map_install(c, m);
-	} else {
-		uint32_t cur = 0;
-
-		atomic_compare_exchange_strong(&c->map_want, &cur, want);
-	}
+	rc = mgmt_call(c, M("PoolMapGet"), &req.base, &lode__mgmt__v1__pool_map__descriptor, tok,
+		       (ProtobufCMessage **)&map, -ENOENT);
 	explicit_bzero(tok, sizeof(tok));
+	if (rc < 0)
+		return rc;
+	if (!c->map_local && conn_map_decode(map, &m) < 0)
+		m = NULL;
+	if (m)
+		conn_engines_note(c, map);
+	if (c->map_local && map->version > atomic_load(&c->map_ver))
+		atomic_store(&c->map_ver, map->version);
+	protobuf_c_message_free_unpacked(&map->base, NULL);
+	conn_map_install(c, m);
+	return 0;
+}
+
+/* A fetch that fails leaves the requests parked and the wish for a map
+ * standing, for the next turn of the renewer (250 ms). */
+void conn_map_refresh(lode_conn_t *c)
+{
+	uint32_t want = atomic_exchange(&c->map_want, 0), cur = 0;
+
+	if (want != 0 && conn_map_fetch(c) < 0)
+		atomic_compare_exchange_strong(&c->map_want, &cur, want);
 }
 
 void conn_renewer_stop(lode_conn_t *c)

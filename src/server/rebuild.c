@@ -71,6 +71,7 @@
 #define RETRY_MS 2000         /* after a failed pass */
 #define EC_PIECE (256u << 10) /* bytes of each cell range rebuilt at once */
 #define EC_TRIES 4            /* reads of one range that a racing write changed */
+#define CONT_WAIT_TRIES 20    /* 100 ms each: a container on no target yet (scan_pool) */
 
 struct rebuild {
 	struct srv *s;
@@ -1259,8 +1260,20 @@ static int scan_pool(struct pass *p)
 		 * rebuild began, above the snapshots; each snapshot's at its own
 		 * epoch (view_write). */
 		p->epoch = 1;
-		if ((rc = snaps_get(p)) == -LODE_ENOCONT) {
-			rc = 0; /* destroyed meanwhile: no target has it */
+		/* No target has it: destroyed meanwhile, or made at the service
+		 * and not yet on any target. The reclaim waits a little for
+		 * the second, lest a client that did not know this engine
+		 * when it fetched its map leave it out here; a destroyed one
+		 * never comes, and is left. */
+		rc = snaps_get(p);
+		for (int t = 0; rc == -LODE_ENOCONT && p->reclaim && t < CONT_WAIT_TRIES &&
+				!stopping(p->rb);
+		     t++) {
+			nap(p->rb, 100);
+			rc = snaps_get(p);
+		}
+		if (rc == -LODE_ENOCONT) {
+			rc = 0;
 			goto next;
 		}
 		for (int s = 0; rc == 0 && s < p->nsnaps; s++)

@@ -74,6 +74,15 @@ check "... so that they do not verify" 1 "$client" verify "$a_addr" opun 300
 check "container of class EC_2P1" 0 A cont create c21 --class EC_2P1
 check "EC_2P1 writes, punches and reads" 0 "$ec" ops "$a_addr" c21 EC_2P1 7 200
 
+# A client connected now knows three engines; it creates a container only
+# once the fourth has joined, been filled and walked its targets for the
+# last time (below). The container must reach the fourth all the same:
+# nothing would make it there later, and writes of members placed there
+# would fail.
+"$client" mklate "$a_addr" late 200 "$dir/go-late" >"$dir/late.out" 2>&1 &
+late=$!
+for _ in $(seq 100); do grep -q connected "$dir/late.out" && break; sleep 0.1; done
+
 # ---- a fourth engine joins a pool with data, while a client writes ----
 "$client" stream "$a_addr" data 8 >"$dir/stream.out" 2>&1 &
 stream=$!
@@ -84,6 +93,9 @@ d_pid=$jpid
 d_addr=$jaddr
 pids+=("$d_pid")
 grep -q "engine 3 is NEW" "$dir/d.log" || failed "d did not join NEW: $(cat "$dir/d.log")"
+# A snapshot while d is NEW: d's walk may not have made the container yet,
+# and makes the snapshot there itself when it does.
+check "a snapshot of opun while d is NEW" 0 A cont snap create opun
 wait_state "the new engine is integrated (UP)" 3 UP 60 && {
 	t1=$(date +%s%N)
 	echo "     NEW to UP in $(((t1 - t0) / 1000000)) ms"
@@ -115,6 +127,23 @@ else
 	failed "no engine says it reclaimed a dkey"
 	grep -h "reclaim" "$dir"/*.log
 fi
+# The client that knew three engines creates its container and writes.
+v=$(sed -n 's/.*reclaim of what pool map version \([0-9]*\) places elsewhere: done, [1-9].*/\1/p' \
+	"$dir/loded.log" "$dir/b.log" "$dir/c.log" | sort -n | tail -n 1)
+walked=0
+for _ in $(seq 100); do
+	grep -q "reclaim of what pool map version ${v:-x} places elsewhere: done" "$dir/d.log" &&
+		walked=1 && break
+	sleep 0.2
+done
+[ "$walked" = 1 ] || failed "d did not walk its targets for map version ${v:-?}"
+touch "$dir/go-late"
+wait "$late"
+rc=$?
+cat "$dir/late.out"
+[ "$rc" -eq 0 ] && grep -q "^targets 12$" "$dir/late.out" &&
+	echo "ok   a container made by a client that did not know d yet is on all 12 targets" &&
+	pass=$((pass + 1)) || failed "the late client's container: exit $rc"
 
 # ---- overwrite, then lose the new engine: its members go back ----
 export PLACE_GEN=2

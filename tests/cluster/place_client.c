@@ -40,6 +40,13 @@
  *                         N objects of RP_3 without an error (each has a
  *                         member on engine 2), see engine 2 connected, and
  *                         read them back.
+ *   mklate ADDR CONT N FILE
+ *                         connect, print "connected", wait for FILE (the
+ *                         driver has an engine join meanwhile), then create
+ *                         container CONT, write N objects of RP_2 without
+ *                         an error and read them back; then every target
+ *                         the connection reaches has the container, and
+ *                         "targets T" says how many that is.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -401,10 +408,20 @@ static int cmd_s1dead(lode_cont_t *ct, unsigned n)
 	return 0;
 }
 
+/* FILE's appearance, for up to a minute: 0, or 1 when it did not appear. */
+static int file_wait(const char *file)
+{
+	for (int64_t end = now_ms() + 60000; access(file, F_OK) != 0; usleep(50000))
+		if (now_ms() > end) {
+			printf("FAIL %s did not appear\n", file);
+			return 1;
+		}
+	return 0;
+}
+
 static int cmd_late(lode_conn_t *c, lode_cont_t *ct, unsigned n, const char *file)
 {
 	unsigned first, ntgts;
-	int64_t end;
 	int rc;
 
 	if ((rc = conn_engine_targets(c, 2, &first, &ntgts)) != -ENOENT) {
@@ -413,11 +430,8 @@ static int cmd_late(lode_conn_t *c, lode_cont_t *ct, unsigned n, const char *fil
 	}
 	printf("connected\n");
 	fflush(stdout);
-	for (end = now_ms() + 60000; access(file, F_OK) != 0; usleep(50000))
-		if (now_ms() > end) {
-			printf("FAIL %s did not appear\n", file);
-			return 1;
-		}
+	if (file_wait(file))
+		return 1;
 	for (unsigned i = 0; i < n; i++)
 		if ((rc = obj_write(ct, LAYOUT_CLASS_RP_3, i)) < 0) {
 			printf("FAIL RP_3 write %u after engine 2 came back: %d (%s)\n", i, rc,
@@ -435,6 +449,47 @@ static int cmd_late(lode_conn_t *c, lode_cont_t *ct, unsigned n, const char *fil
 	return cmd_verify(ct, LAYOUT_CLASS_RP_3, n);
 }
 
+static int cmd_mklate(const char *addr, const char *label, unsigned n, const char *file)
+{
+	lode_conn_t *c;
+	lode_cont_t *ct;
+	int rc;
+
+	if ((rc = lode_connect(addr, NULL, &c)) < 0)
+		die("connect", rc);
+	printf("connected\n");
+	fflush(stdout);
+	if (file_wait(file))
+		return 1;
+	if ((rc = lode_cont_create(c, label, NULL)) < 0)
+		die("cont create after the wait", rc);
+	if ((rc = lode_cont_open(c, label, &ct)) < 0)
+		die("cont open", rc);
+	if ((rc = cmd_write(ct, n)) == 0)
+		rc = cmd_verify(ct, LAYOUT_CLASS_RP_2, n);
+	for (unsigned t = 0; rc == 0 && t < c->ntargets; t++) {
+		uint8_t raw[64 * 8];
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX, .in = raw, .cap = sizeof(raw),
+					 .max = 64};
+		int trc;
+
+		if (!conn_target_live(c, t)) {
+			printf("FAIL target %u is not reachable\n", t);
+			rc = 1;
+		} else if ((trc = conn_tgt_io(ct, t, NET_OP_SNAP_LIST, (struct lode_oid){0, 0}, NULL,
+					      &io)) < 0) {
+			printf("FAIL target %u: the container's snapshots: %d (%s)\n", t, trc,
+			       lode_strerror(trc));
+			rc = 1;
+		}
+	}
+	if (rc == 0)
+		printf("ok   every target has the container\ntargets %u\n", c->ntargets);
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	lode_conn_t *c;
@@ -442,10 +497,11 @@ int main(int argc, char **argv)
 	unsigned n;
 	int rc;
 
-	if (argc != 5 && !(argc == 6 && strcmp(argv[1], "late") == 0)) {
+	if (argc != 5 && !(argc == 6 && (strcmp(argv[1], "late") == 0 ||
+					 strcmp(argv[1], "mklate") == 0))) {
 		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|opunch|shapes|s1dead "
 				"ADDR CONT N\n"
-				"       place_client late ADDR CONT N FILE\n");
+				"       place_client late|mklate ADDR CONT N FILE\n");
 		return 2;
 	}
 	n = (unsigned)strtoul(argv[4], NULL, 10);
@@ -454,6 +510,8 @@ int main(int argc, char **argv)
 	if (getenv("PLACE_EPOCH"))
 		at = strtoull(getenv("PLACE_EPOCH"), NULL, 10);
 	no_k0 = getenv("PLACE_NO_K0") && strcmp(getenv("PLACE_NO_K0"), "1") == 0;
+	if (strcmp(argv[1], "mklate") == 0)
+		return cmd_mklate(argv[2], argv[3], n, argv[5]);
 	open_cont(argv[2], argv[3], &c, &ct);
 	if (strcmp(argv[1], "rw") == 0)
 		rc = cmd_rw(c, ct, n);
