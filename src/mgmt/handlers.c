@@ -1775,6 +1775,8 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 	v0 = map->version;
 	e = ms_engine_by_uuid(s, req->uuid.data);
 	if (e) {
+		const struct layout_engine *le = layout_map_engine(map, e->id);
+
 		/* A restarted engine: its id back, its state as it was. */
 		if (e->ntargets != req->ntargets) {
 			st = fail(msg, msg_cap, RPC_FAILED_PRECONDITION,
@@ -1788,6 +1790,17 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 				st = fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
 				goto out;
 			}
+			changed = true;
+		}
+		if (le && le->state == LAYOUT_NEW && !layout_map_down(map)) {
+			/* Restarted while being filled: what was copied to it may
+			 * be gone (RAM targets), and the copies the engines
+			 * reported done for this map version would count without
+			 * it. A new version has them copy again, once it has
+			 * walked its targets again (docs/decisions/0014). Not
+			 * while an engine is DOWN: that rebuild integrates
+			 * nothing, and must not wait for this one. */
+			s->settled_version = (uint32_t)v0 + 1;
 			changed = true;
 		}
 	} else {

@@ -1662,7 +1662,7 @@ static void test_reclaim(void **state)
 {
 	Lode__Mgmt__V1__RebuildStatus rb;
 	struct bare w;
-	uint32_t e1, e2, e3, e4, v, v2, settled, reclaimed;
+	uint32_t e1, e2, e3, e4, v, v2, s2, settled, reclaimed;
 
 	bare_make(&w, "reclaim");
 	e1 = join_ok(w.m, &w.node, 1, "h:1");
@@ -1715,6 +1715,13 @@ static void test_reclaim(void **state)
 	 * it (a move that cannot end must not hold a failure's rebuild up);
 	 * it is integrated by the next. */
 	e4 = join_ok(w.m, &w.node, 4, "h:4");
+	/* e4 restarting meanwhile changes nothing: that rebuild integrates
+	 * nothing, and must not wait for e4 to walk again. */
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(join_ok(w.m, &w.node, 4, "h:4"), e4);
+	map_reclaim(w.m, &w.root, &v2, &s2, &reclaimed);
+	assert_int_equal(v2, v);
+	assert_int_equal(s2, settled);
 	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e1, 1), RPC_OK);
 	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e3, 3), RPC_OK);
 	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e4, 4), RPC_OK);
@@ -1731,6 +1738,25 @@ static void test_reclaim(void **state)
 	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e4, 4), RPC_OK);
 	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
 	rebuild_report(&rb, v, false, 1, 1, 9, 10);
+	rb.reclaimed_version = settled;
+	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
+	/* e4 restarts while it is filled (RAM targets come back empty): the
+	 * copies reported so far do not count; every engine copies again for
+	 * a new version, after e4 has walked its targets again. */
+	assert_int_equal(join_ok(w.m, &w.node, 4, "h:4"), e4);
+	map_reclaim(w.m, &w.root, &v2, &settled, &reclaimed);
+	assert_int_equal(v2, v + 1);
+	assert_int_equal(settled, v2);
+	assert_true(reclaimed < settled);
+	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e4, NULL), S_NEW);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e1, 1), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e3, 3), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.node, e4, 4), RPC_OK);
+	map_reclaim(w.m, &w.root, &v, &settled, &reclaimed);
+	assert_int_equal(reclaimed, settled);
+	assert_int_equal(engine_state(w.m, &w.root, e4, NULL), S_NEW);
+	rebuild_report(&rb, v, false, 1, 1, 11, 12);
 	rb.reclaimed_version = settled;
 	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb, NULL), RPC_OK);
 	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
