@@ -237,8 +237,11 @@ static void map_take(struct member *m, const Lode__Mgmt__V1__PoolMap *map)
 				map->version);
 		m->state = (uint8_t)map->engines[i]->state;
 	}
-	if (map->version > old)
-		atomic_store(&s->map_ver, map->version);
+	/* Never backwards: the service's hook on a hosting engine stores it
+	 * too, and an older version would let older maps' writes through
+	 * (op_map_check, op_reclaim_clear). */
+	while (map->version > old && !atomic_compare_exchange_weak(&s->map_ver, &old, map->version))
+		;
 }
 
 /* Whether the engine may serve data now. */

@@ -72,6 +72,7 @@
 #define EC_PIECE (256u << 10) /* bytes of each cell range rebuilt at once */
 #define EC_TRIES 4            /* reads of one range that a racing write changed */
 #define CONT_WAIT_TRIES 20    /* 100 ms each: a container on no target yet (scan_pool) */
+#define RECLAIM_BUSY_TRIES 300 /* 10 ms each: a drop while a write is in flight (reclaim_io) */
 
 struct rebuild {
 	struct srv *s;
@@ -995,6 +996,32 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 }
 
 /*
+ * A drop or fold (op) on target t. The target answers -EBUSY while a write
+ * of what it would remove is in flight there, or while its map is older
+ * than ours (src/server/service.c, op_reclaim_clear): asked again, for up
+ * to RECLAIM_BUSY_TRIES x 10 ms, then -EAGAIN (the walk again, later).
+ */
+static int reclaim_io(struct pass *p, unsigned t, uint16_t op, struct lode_oid oid,
+		      const struct lode_key *k)
+{
+	int rc = -EBUSY;
+
+	for (int i = 0; rc == -EBUSY && i < RECLAIM_BUSY_TRIES && !stopping(p->rb); i++) {
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+
+		if (i)
+			nap(p->rb, 10);
+		rc = conn_tgt_io(p->ct, t, op, oid, k, &io);
+	}
+	if (rc != -EBUSY)
+		return rc;
+	srv_log("reclaim: target %u kept refusing to remove what older writes in flight "
+		"(or its older map) still reach, for %d ms: the walk goes again",
+		t, RECLAIM_BUSY_TRIES * 10);
+	return -EAGAIN;
+}
+
+/*
  * The reclaim (docs/decisions/0014): a dkey on our target that the settled
  * layout does not place here any more (a move took it elsewhere) goes,
  * physically, so that a later move back here copies it onto nothing. Only
@@ -1003,13 +1030,12 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 static int dkey_reclaim(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 {
 	struct lode_key dk = {dkey, dlen, NULL, 0};
-	struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
 	int rc = conn_dkey_member(w->p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), w->p->self,
 				  w->local);
 
 	if (rc != 0)
 		return rc == -ENOENT || rc == -EAGAIN ? rc : 0; /* a member, or not placeable: kept */
-	rc = conn_tgt_io(w->p->ct, w->tgt, NET_OP_DKEY_DROP, w->oid, &dk, &io);
+	rc = reclaim_io(w->p, w->tgt, NET_OP_DKEY_DROP, w->oid, &dk);
 	if (rc == -LODE_EKEYEMPTY || rc == -ENOENT || rc == -LODE_ENOCONT)
 		rc = 0; /* gone meanwhile */
 	if (rc == 0)
@@ -1032,9 +1058,7 @@ static int scan_object(struct pass *p, unsigned t, uint16_t tl, struct lode_oid 
 		/* The object's punches here become punches of the dkeys here
 		 * (which the walk then keeps or drops): one would otherwise hide
 		 * a dkey copied back here later. */
-		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
-
-		if ((rc = conn_tgt_io(p->ct, t, NET_OP_OBJ_FOLD, oid, NULL, &io)) < 0)
+		if ((rc = reclaim_io(p, t, NET_OP_OBJ_FOLD, oid, NULL)) < 0)
 			return rc;
 		w.fn = dkey_reclaim;
 	} else if (cls.redun == LAYOUT_R_EC)

@@ -1047,6 +1047,43 @@ static void op_lease(struct srv_op *op)
 	}
 }
 
+/*
+ * Whether the reclaim may drop a dkey (DKEY_DROP) or fold an object's
+ * punches (OBJ_FOLD, fold) on t now (docs/decisions/0014): the engine's own
+ * map is as new as the one the request was placed with, so every write
+ * placed with an older map is refused from now on; and no write or punch
+ * of that dkey (with fold, of the object) placed with an older map (or
+ * none) that passed its map check before is still in flight, waiting for
+ * its value (RMA, rendezvous) or for the engine: it would land after the
+ * drop, a stray old version. (One placed with the drop's map or a newer
+ * one places by the settled layout: not a stray, and not waited for, so
+ * steady writes cannot hold a fold off.) Else -EBUSY, and the walk comes
+ * back.
+ */
+static int op_reclaim_clear(const struct srv_op *self, bool fold)
+{
+	const struct net_args *a = &self->a;
+
+	if (self->hdr.map_ver > atomic_load_explicit(&self->t->s->map_ver, memory_order_relaxed))
+		return -EBUSY;
+	for (const struct srv_op *op = self->t->busy; op; op = op->bnext) {
+		uint16_t oc = op->hdr.opcode;
+		bool write = oc == NET_OP_SV_UPDATE || oc == NET_OP_ARR_UPDATE ||
+			     oc == NET_OP_AKEY_PUNCH || oc == NET_OP_ARR_PUNCH ||
+			     oc == NET_OP_DKEY_PUNCH || oc == NET_OP_OBJ_PUNCH;
+
+		if (op == self || !write || op->rc < 0 || op->stage == ST_REPLY ||
+		    (op->hdr.map_ver && self->hdr.map_ver && op->hdr.map_ver >= self->hdr.map_ver) ||
+		    memcmp(&op->a.cont, &a->cont, sizeof(a->cont)) != 0 ||
+		    op->a.oid.hi != a->oid.hi || op->a.oid.lo != a->oid.lo)
+			continue;
+		if (fold || oc == NET_OP_OBJ_PUNCH ||
+		    (op->a.dkey_len == a->dkey_len && memcmp(op->a.dkey, a->dkey, a->dkey_len) == 0))
+			return -EBUSY;
+	}
+	return 0;
+}
+
 /* Start the op: returns after queuing work or sending the reply. */
 static void op_dispatch(struct srv_op *op)
 {
@@ -1172,12 +1209,14 @@ static void op_dispatch(struct srv_op *op)
 		break;
 	case NET_OP_DKEY_DROP:
 		k.akey = NULL;
-		op->rc = eng_dkey_drop(t->eng, &k);
+		if ((op->rc = op_reclaim_clear(op, false)) == 0)
+			op->rc = eng_dkey_drop(t->eng, &k);
 		break;
 	case NET_OP_OBJ_FOLD:
 		k.dkey = NULL;
 		k.akey = NULL;
-		op->rc = eng_obj_fold(t->eng, &k);
+		if ((op->rc = op_reclaim_clear(op, true)) == 0)
+			op->rc = eng_obj_fold(t->eng, &k);
 		break;
 	default:
 		op->rc = -EOPNOTSUPP;

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/client.h"
 #include "harness.h"
 
 #define NTARGETS 3
@@ -1738,6 +1739,69 @@ static void test_key_errors(void **state)
 	assert_int_equal(lode_event_init(NULL, NULL), -EFAULT);
 }
 
+/*
+ * The reclaim's drop of a dkey (NET_OP_DKEY_DROP, docs/decisions/0014)
+ * waits for writes of that dkey in flight on the target that were placed
+ * with an older map than the drop: a 32 MiB write, whose value the target
+ * fetches from us, is sent placed with no map (version 0, which the
+ * target does not check: older than any), and a drop of its dkey right
+ * behind it on every target; the one the write is on answers -EBUSY while
+ * the value is on its way (a write that had already landed lets the drop
+ * through: tried again, up to 5 times). Once the write is done, the drop
+ * goes through and the dkey is gone.
+ */
+static void test_drop_waits_for_writes(void **state)
+{
+	struct tctx *t = *state;
+	const uint32_t len = 32 * MIB;
+	struct lode_oid oid = lode_oid_make(LODE_OT_ARRAY, 0, 7, 1);
+	struct lode_key k = mkkey("inflight", "a");
+	struct lode_key dk = {k.dkey, k.dkey_len, NULL, 0};
+	uint8_t *buf = xmalloc(len), small[16];
+	lode_event_t ev, *done[1];
+	lode_eq_t *eq;
+	unsigned busy = 0, dropped = 0;
+
+	fill(buf, len, 77);
+	assert_int_equal(lode_eq_create(&eq), 0);
+	for (int attempt = 0; attempt < 5 && busy == 0; attempt++) {
+		uint32_t v = atomic_load(&conn->map_ver);
+
+		assert_int_equal(lode_event_init(&ev, eq), 0);
+		atomic_store(&conn->map_ver, 0);
+		assert_int_equal(lode_obj_write(t->cont, oid, &k, 0, buf, len, &ev), 0);
+		atomic_store(&conn->map_ver, v);
+		for (unsigned tg = 0; tg < conn->ntargets; tg++) {
+			struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+			int rc = conn_tgt_io(t->cont, tg, NET_OP_DKEY_DROP, oid, &dk, &io);
+
+			if (rc == -EBUSY)
+				busy++;
+			else if (rc != 0 && rc != -ENOENT && rc != -LODE_EKEYEMPTY)
+				fail_msg("drop on target %u: %d (%s)", tg, rc, lode_strerror(rc));
+		}
+		assert_int_equal(lode_eq_poll(eq, 1, 1, POLL_TIMEOUT_US, done), 1);
+		assert_int_equal(done[0]->rc, 0);
+	}
+	assert_true(busy > 0);
+	/* Written, and now nothing in flight: the drop goes through. */
+	assert_int_equal(lode_obj_read(t->cont, oid, LODE_EPOCH_MAX, &k, len - 16, small,
+				       sizeof(small), NULL), 0);
+	assert_memory_equal(small, buf + len - 16, sizeof(small));
+	for (unsigned tg = 0; tg < conn->ntargets; tg++) {
+		struct conn_tgt_io io = {.epoch = LODE_EPOCH_MAX};
+		int rc = conn_tgt_io(t->cont, tg, NET_OP_DKEY_DROP, oid, &dk, &io);
+
+		assert_true(rc == 0 || rc == -ENOENT || rc == -LODE_EKEYEMPTY);
+		dropped += rc == 0;
+	}
+	assert_true(dropped > 0);
+	assert_int_equal(lode_obj_read(t->cont, oid, LODE_EPOCH_MAX, &k, 0, small, sizeof(small),
+				       NULL), -ENOENT);
+	lode_eq_destroy(eq);
+	free(buf);
+}
+
 /* ---- the suite, per transport ---------------------------------------------- */
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, cont_setup, cont_teardown)
@@ -1769,6 +1833,7 @@ static const struct CMUnitTest tests[] = {
 	T(test_aggregate),
 	T(test_fragmented_reads),
 	T(test_key_errors),
+	T(test_drop_waits_for_writes),
 };
 
 int main(void)
