@@ -114,7 +114,7 @@ static void map_next_update(lode_conn_t *c)
 	v = m->version;
 	if (layout_map_dup(m, &n) < 0)
 		n = NULL; /* no rebuild or drain placement: DRAIN still shows UP */
-	integrate = !layout_map_down(m);
+	integrate = layout_map_integrates(m);
 	for (uint32_t i = 0; i < m->nengines; i++) {
 		const struct layout_engine *e = &m->engines[i];
 		uint32_t id = e->id;
@@ -149,7 +149,7 @@ static void map_next_update(lode_conn_t *c)
 	m->version = v;
 	if (n)
 		n->version = v;
-	if (any && m->reclaimed >= m->settled)
+	if (any && !layout_map_reclaiming(m))
 		c->map_next = n;
 	else
 		layout_map_free(n);
@@ -662,7 +662,7 @@ int conn_rebuild_due(lode_conn_t *c, uint32_t self, double *share)
 	}
 	/* No c->map_next until every target is reclaimed (map_next_update):
 	 * the moves wait for a newer map. */
-	if (due && m->reclaimed < m->settled)
+	if (due && layout_map_reclaiming(m))
 		rc = -EAGAIN;
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
@@ -680,7 +680,7 @@ int conn_reclaim_due(lode_conn_t *c, uint32_t *settled)
 	*settled = 0;
 	if (c->map && !c->map_local) {
 		*settled = c->map->settled;
-		due = c->map->reclaimed < c->map->settled;
+		due = layout_map_reclaiming(c->map);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return due;
@@ -693,7 +693,7 @@ int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode
 	int rc = -ENOENT;
 
 	pthread_mutex_lock(&c->lock);
-	if (c->map && !c->map_local && c->map->reclaimed >= c->map->settled)
+	if (c->map && !c->map_local && !layout_map_reclaiming(c->map))
 		rc = -EAGAIN; /* moves may have begun: a walk now could drop their copies */
 	else if (c->map && !c->map_local &&
 		 (rc = layout_dkey_place(c->map, oid, cls, dkey_hash, &g)) == 0)

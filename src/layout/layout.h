@@ -159,6 +159,13 @@ const struct layout_engine *layout_map_engine(const struct layout_map *m, uint32
 unsigned layout_map_count(const struct layout_map *m, unsigned s);
 /* Whether an engine, or a target of an engine in the layout, is DOWN. */
 bool layout_map_down(const struct layout_map *m);
+/* Whether the move m starts integrates its NEW engines: not while a
+ * failure is rebuilt (a move that cannot end must not hold that rebuild
+ * up). The clients' next map and the service's settle both ask it. */
+bool layout_map_integrates(const struct layout_map *m);
+/* Whether a target may still hold data of an older layout (reclaimed <
+ * settled, docs/decisions/0014): nothing moves until it is reclaimed. */
+bool layout_map_reclaiming(const struct layout_map *m);
 
 /* Bytes layout_map_encode writes for m. */
 size_t layout_map_encode_size(const struct layout_map *m);

@@ -230,6 +230,16 @@ unsigned layout_map_count(const struct layout_map *m, unsigned s)
 	return n;
 }
 
+bool layout_map_integrates(const struct layout_map *m)
+{
+	return !layout_map_down(m);
+}
+
+bool layout_map_reclaiming(const struct layout_map *m)
+{
+	return m->reclaimed < m->settled;
+}
+
 bool layout_map_down(const struct layout_map *m)
 {
 	for (uint32_t i = 0; i < m->nengines; i++) {

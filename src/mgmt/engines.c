@@ -402,7 +402,7 @@ int mgmt_rebuild_settle(struct mgmt *m, struct layout_map *map, bool *changed)
 	 * the move was a failure's rebuild, which integrates nothing (clients
 	 * compute map_next the same way, src/client/place.c). NEW engines are
 	 * the last slots, and integrate in slot order. */
-	integrate = !layout_map_down(map);
+	integrate = layout_map_integrates(map);
 	for (uint32_t i = 0; i < map->nengines; i++) {
 		uint8_t st = map->engines[i].state;
 

@@ -1792,7 +1792,7 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 			}
 			changed = true;
 		}
-		if (le && le->state == LAYOUT_NEW && !layout_map_down(map)) {
+		if (le && le->state == LAYOUT_NEW && layout_map_integrates(map)) {
 			/* Restarted while being filled: what was copied to it may
 			 * be gone (RAM targets), and the copies the engines
 			 * reported done for this map version would count without
