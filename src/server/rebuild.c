@@ -1013,8 +1013,8 @@ static int reclaim_io(struct pass *p, unsigned t, uint16_t op, struct lode_oid o
 			nap(p->rb, 10);
 		rc = conn_tgt_io(p->ct, t, op, oid, k, &io);
 	}
-	if (rc != -EBUSY)
-		return rc;
+	if (rc != -EBUSY || stopping(p->rb))
+		return rc == -EBUSY ? -EAGAIN : rc;
 	srv_log("reclaim: target %u kept refusing to remove what older writes in flight "
 		"(or its older map) still reach, for %d ms: the walk goes again",
 		t, RECLAIM_BUSY_TRIES * 10);
@@ -1289,12 +1289,12 @@ static int scan_pool(struct pass *p)
 		 * the second, lest a client that did not know this engine
 		 * when it fetched its map leave it out here; a destroyed one
 		 * never comes, and is left. */
-		rc = snaps_get(p);
-		for (int t = 0; rc == -LODE_ENOCONT && p->reclaim && t < CONT_WAIT_TRIES &&
-				!stopping(p->rb);
-		     t++) {
-			nap(p->rb, 100);
+		for (int t = 0;; t++) {
 			rc = snaps_get(p);
+			if (rc != -LODE_ENOCONT || !p->reclaim || t == CONT_WAIT_TRIES ||
+			    stopping(p->rb))
+				break;
+			nap(p->rb, 100);
 		}
 		if (rc == -LODE_ENOCONT) {
 			rc = 0;

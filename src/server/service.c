@@ -1049,7 +1049,7 @@ static void op_lease(struct srv_op *op)
 
 /*
  * Whether the reclaim may drop a dkey (DKEY_DROP) or fold an object's
- * punches (OBJ_FOLD, fold) on t now (docs/decisions/0014): the engine's own
+ * punches (OBJ_FOLD) on t now (docs/decisions/0014): the engine's own
  * map is as new as the one the request was placed with, so every write
  * placed with an older map is refused from now on; and no write or punch
  * of that dkey (with fold, of the object) placed with an older map (or
@@ -1060,9 +1060,10 @@ static void op_lease(struct srv_op *op)
  * steady writes cannot hold a fold off.) Else -EBUSY, and the walk comes
  * back.
  */
-static int op_reclaim_clear(const struct srv_op *self, bool fold)
+static int op_reclaim_clear(const struct srv_op *self)
 {
 	const struct net_args *a = &self->a;
+	bool fold = self->hdr.opcode == NET_OP_OBJ_FOLD;
 
 	if (self->hdr.map_ver > atomic_load_explicit(&self->t->s->map_ver, memory_order_relaxed))
 		return -EBUSY;
@@ -1209,13 +1210,13 @@ static void op_dispatch(struct srv_op *op)
 		break;
 	case NET_OP_DKEY_DROP:
 		k.akey = NULL;
-		if ((op->rc = op_reclaim_clear(op, false)) == 0)
+		if ((op->rc = op_reclaim_clear(op)) == 0)
 			op->rc = eng_dkey_drop(t->eng, &k);
 		break;
 	case NET_OP_OBJ_FOLD:
 		k.dkey = NULL;
 		k.akey = NULL;
-		if ((op->rc = op_reclaim_clear(op, true)) == 0)
+		if ((op->rc = op_reclaim_clear(op)) == 0)
 			op->rc = eng_obj_fold(t->eng, &k);
 		break;
 	default:
