@@ -3,7 +3,8 @@
 # login and logout, whoami, pools, containers with properties, tenants,
 # users, groups, ACLs, system status, the engines of the pool map (listed,
 # and the refusals of exclude, drain and reintegrate on a single-engine
-# system) and key rotation. Every success path
+# system), key rotation, and restarts (the management service keeps its
+# port, or takes another when it is taken). Every success path
 # has its output checked; the refusals are checked for their exit status
 # (1 failure, 2 usage) and their one-line message, and what a refused
 # request would have changed is read back.
@@ -558,5 +559,29 @@ check tenant-destroy-missing 1 A tenant destroy t2
 check_err tenant-destroy-missing "no tenant t2"
 check system-status-end 0 A system status
 has system-status-end "^containers +2$"
+
+# ---- restarts: the management service keeps its port, or says why not ----
+mport() { sed -n 's/^mgmt: .*:\([0-9]*\)$/\1/p' "$admin_cred"; }
+port0=$(mport)
+kill "$pid" && wait "$pid"
+loded_restart || failed "loded did not restart"
+[ -n "$port0" ] && [ "$(mport)" = "$port0" ] ||
+	failed "restart: the management service moved from port '$port0' to '$(mport)'"
+check restart-status 0 A system status
+kill "$pid" && wait "$pid"
+# its port taken meanwhile: another one, and the log says so
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+open(sys.argv[2], "w").close(); time.sleep(60)' "$port0" "$dir/squatting" &
+squatter=$!
+for _ in $(seq 50); do [ -e "$dir/squatting" ] && break; sleep 0.1; done
+loded_restart || failed "loded did not start with its old management port taken"
+kill "$squatter" 2>/dev/null
+wait "$squatter" 2>/dev/null
+[ -n "$(mport)" ] && [ "$(mport)" != "$port0" ] ||
+	failed "port taken: the credentials name port '$(mport)', the old one was $port0"
+grep -q "port $port0, its port before, is not free" "$dir/loded.log" ||
+	failed "port taken: the log does not say so"
+check restart-moved-status 0 A system status
 
 checks_done

@@ -106,7 +106,7 @@ static const struct setting settings[] = {
 	{"addrfile", "addrfile", "FILE", SET_STR, FIELD(addrfile), NULL,
 	 "write the listen address here once serving"},
 	{"mgmt_listen", "mgmt-listen", "HOST:PORT", SET_STR, FIELD(mgmt_listen), NULL,
-	 "management service (gRPC); default: listen's host, any free port"},
+	 "management service (gRPC); default: listen's host, any free port at the first start, the same one after (MGMT_STATE/mgmt.port)"},
 	{"mgmt_state", "mgmt-state", "DIR", SET_STR, FIELD(mgmt_state), NULL,
 	 "management state directory; default PATH/mgmt"},
 	{"admin_cred", "admin-cred", "FILE", SET_STR, FIELD(admin_cred), NULL,

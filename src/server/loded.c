@@ -230,6 +230,22 @@ static void addr_host(const char *addr, char *out, size_t cap)
 	snprintf(out, cap, "%.*s", (int)n, addr);
 }
 
+/* The management service's port at the last start (written by mgmt_host), or 0. */
+static unsigned port_remembered(const char *path)
+{
+	char line[32];
+	FILE *f = fopen(path, "r");
+	unsigned long v = 0;
+	char *end = NULL;
+
+	if (!f)
+		return 0;
+	if (fgets(line, sizeof(line), f))
+		v = strtoul(line, &end, 10);
+	fclose(f);
+	return end && end != line && (*end == '\n' || !*end) && v > 0 && v < 65536 ? (unsigned)v : 0;
+}
+
 /*
  * Start the management service beside the targets: its keyring and
  * revocation table are the ones every target checks capabilities with.
@@ -240,7 +256,8 @@ static char svc_listen[300], svc_cred[4300];
 
 static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 {
-	static char listen[300], state[4200], cred[4300];
+	static char listen[300], state[4200], cred[4300], port_file[4220];
+	unsigned old_port = 0;
 	static struct mgmt_replica reps[MGMT_REPLICAS_MAX];
 	struct srv_replica sr[SRV_REPLICAS_MAX];
 	struct mgmt_config mc = {0};
@@ -266,16 +283,25 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 		mc.nreplicas = n > 0 ? (unsigned)n : 0;
 		mc.replica_id = c->mgmt_replica_id;
 		mc.election_ms = c->mgmt_election_ms;
-	} else if (c->mgmt_listen[0]) {
-		snprintf(listen, sizeof(listen), "%s", c->mgmt_listen);
-	} else {
-		addr_host(c->listen, host, sizeof(host));
-		snprintf(listen, sizeof(listen), "%s:0", host);
 	}
 	if (c->mgmt_state[0])
 		snprintf(state, sizeof(state), "%s", c->mgmt_state);
 	else
 		snprintf(state, sizeof(state), "%s/mgmt", c->path);
+	snprintf(port_file, sizeof(port_file), "%s/mgmt.port", state);
+	if (c->mgmt_replicas[0]) {
+		port_file[0] = 0;
+	} else if (c->mgmt_listen[0]) {
+		snprintf(listen, sizeof(listen), "%s", c->mgmt_listen);
+		port_file[0] = 0;
+	} else {
+		/* Any free port the first time, then the same one at every start,
+		 * so that clients connected before a restart find the service again
+		 * where they left it (src/client/README.md). */
+		addr_host(c->listen, host, sizeof(host));
+		old_port = port_remembered(port_file);
+		snprintf(listen, sizeof(listen), "%s:%u", host, old_port);
+	}
 	if (c->admin_cred[0])
 		snprintf(cred, sizeof(cred), "%s", c->admin_cred);
 	else
@@ -300,10 +326,23 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 		return rc;
 	}
 	mc.engine_uuid = uuid;
-	if ((rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg))) < 0) {
+	rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg));
+	if (rc < 0 && old_port) {
+		srv_log("management service: port %u, its port before, is not free (%s): "
+			"it takes any free port; clients connected before must connect again",
+			old_port, msg[0] ? msg : lode_strerror(rc));
+		snprintf(listen, sizeof(listen), "%s:0", host);
+		rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg));
+	}
+	if (rc < 0) {
 		fprintf(stderr, "loded: management service on %s: %s\n", listen,
 			msg[0] ? msg : lode_strerror(rc));
 		return rc;
+	}
+	if (port_file[0] && (unsigned)mgmt_port(*out) != old_port) {
+		snprintf(text, sizeof(text), "%d", mgmt_port(*out));
+		if (write_file(port_file, text) < 0)
+			srv_log("cannot write %s: %s", port_file, strerror(errno));
 	}
 	snprintf(svc_listen, sizeof(svc_listen), "%s", listen);
 	snprintf(svc_cred, sizeof(svc_cred), "%s", cred);

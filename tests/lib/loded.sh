@@ -11,6 +11,7 @@
 loded_start() {
 	local port try _ host=${LODED_HOST:-127.0.0.1}
 	addr=
+	loded_args=("$@")
 	export LODE_CREDENTIALS=$dir/admin.credentials
 	for try in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
@@ -35,6 +36,22 @@ loded_start() {
 	echo "FAIL no loded came up on any of 5 ports; the last one's log:"
 	cat "$dir/loded.log"
 	exit 1
+}
+
+# loded_restart: start loded again after loded_start's died, on the same
+# address, data and arguments (its log appended to $dir/loded.log); sets
+# pid once `lode status` answers. Fails (returns 1) after 10 s.
+loded_restart() {
+	local _
+	"$loded" --listen "$addr" --path "$dir/data" --admin-cred "$LODE_CREDENTIALS" \
+		"${loded_args[@]}" >>"$dir/loded.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		"$lode" --addr "$addr" --timeout 2000 status >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 # cluster_host [LODED ARGS...]: loded_start the engine that hosts the
