@@ -16,14 +16,17 @@
  *   -EFAULT        a required pointer was NULL
  *   -EINVAL        an argument is out of range
  *   -ENOMEM        out of memory
- *   -ENOTCONN      the connection failed earlier (server died or timed out);
- *                  close it and connect again
- *   -ETIMEDOUT     the server did not answer within the connection's timeout;
- *                  the connection is failed from then on
+ *   -ENOTCONN      the connection cannot move data (it is being closed)
+ *   -ETIMEDOUT     the server did not answer within the connection's timeout
  *   -ECONNRESET    the server went away while the request was in flight
- *   -EHOSTDOWN     (several engines) the engine holding the data is lost or
- *                  DOWN and no replica can serve the request; the connection
- *                  goes on with the other engines
+ *   -EHOSTDOWN     the engine holding the data is lost (it died, went away
+ *                  or stopped answering within the timeout) or DOWN, and no
+ *                  replica can serve the request. The connection goes on:
+ *                  it connects a lost engine again once the engine is back
+ *                  (a loded restarted on the same address), so the same
+ *                  call made later may succeed. A write placed on a lost
+ *                  engine may wait up to one more timeout for a map that
+ *                  says why before it fails
  *   -EPROTO        the server sent something this client cannot parse
  *
  * Asynchrony: every call that moves data takes `lode_event_t *ev`. With ev

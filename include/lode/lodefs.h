@@ -25,7 +25,7 @@
  * errno value, or a negative LODE_E* code from lode/errno.h; the POSIX
  * calls return exactly what the corresponding system call would set errno
  * to, negated. Any call may also return the connection errors listed in
- * lode/lode.h (-ENOTCONN, -ETIMEDOUT, -ECONNRESET, -EPROTO), -ENOMEM and
+ * lode/lode.h (-EHOSTDOWN, -ETIMEDOUT, -ECONNRESET, -ENOTCONN, -EPROTO), -ENOMEM and
  * -EIO.
  *
  * Threads: every call is thread-safe. An instance keeps several

@@ -16,10 +16,9 @@
  * Failure: an endpoint error (an engine died) or a request older than the
  * timeout loses that engine: its requests in flight complete with
  * -EHOSTDOWN (a read moves on to another replica, place.c), its endpoints
- * are closed, and later requests placed on it fail at once. When no other
- * engine is left, the whole connection fails instead: every request in
- * flight completes with the error and later calls get -ENOTCONN. Nothing
- * waits forever.
+ * are closed, and later requests placed on it fail at once, until the
+ * renewer connects it again once it is back. The last engine too: the
+ * connection outlives a restart of its only loded. Nothing waits forever.
  */
 #include "client/client.h"
 
@@ -598,7 +597,6 @@ static void fail_pass(lode_conn_t *c, int e)
 	}
 }
 
-/* Fail everything in flight and close the endpoints. Lock held. */
 /*
  * Drop the reply data waiting to be received for requests on engine e's
  * targets (every engine's with e < 0), failing them with rc: once their engine failed, the
@@ -623,6 +621,7 @@ static void rndv_drop(lode_conn_t *c, int e, int rc)
 	}
 }
 
+/* Fail everything in flight and close the endpoints (lode_disconnect). Lock held. */
 static void conn_fail(lode_conn_t *c, int rc)
 {
 	struct creq *r, *next;
@@ -656,32 +655,20 @@ static void conn_fail(lode_conn_t *c, int rc)
 	}
 }
 
-/* Engines that are connected and not lost. Lock held. */
-static unsigned engines_live(const lode_conn_t *c)
-{
-	unsigned n = 0;
-
-	for (unsigned e = 0; e < c->nengines; e++)
-		n += c->eng[e].connected && !c->eng[e].lost && !c->eng[e].joining;
-	return n;
-}
-
 /*
- * Engine e stopped answering (rc says how). With other engines left, only
- * e is lost: its requests in flight get -EHOSTDOWN, its endpoints close,
- * and the map is fetched again so that its DOWN state is seen; otherwise
- * the connection fails. Lock held.
+ * Engine e stopped answering (an endpoint error, a dead process, a
+ * timeout): it is lost. Its requests in flight get -EHOSTDOWN, its
+ * endpoints close, and the map is fetched again so that its DOWN state is
+ * seen. The last engine is lost the same way: the connection stays, and
+ * the renewer connects the engine again once it is back (catch_up_one).
+ * Lock held.
  */
-static void engine_fail(lode_conn_t *c, unsigned e, int rc)
+static void engine_fail(lode_conn_t *c, unsigned e)
 {
 	struct creq *r;
 
 	if (c->failed || e >= c->nengines || c->eng[e].lost)
 		return;
-	if (engines_live(c) - (c->eng[e].connected && !c->eng[e].joining ? 1u : 0u) == 0) {
-		conn_fail(c, rc);
-		return;
-	}
 	c->eng[e].lost = true;
 	c->eng[e].lost_us = now_us();
 	rndv_drop(c, (int)e, -EHOSTDOWN);
@@ -873,7 +860,7 @@ static void check_server(lode_conn_t *c, int64_t now)
 		ce->alive_check_us = now + 100000;
 		if (kill(ce->pid, 0) < 0 && errno == ESRCH) {
 			conn_drain(c);
-			engine_fail(c, e, -ECONNRESET);
+			engine_fail(c, e);
 		}
 	}
 }
@@ -897,7 +884,7 @@ static void check_timeouts(lode_conn_t *c)
 		if (!r || c->failed || r->deadline_us >= now)
 			break;
 		conn_drain(c);
-		engine_fail(c, c->w[r->tgt].eng, -ETIMEDOUT);
+		engine_fail(c, c->w[r->tgt].eng);
 		if (!c->failed && (r->prev || c->head == r) && r->deadline_us < now) {
 			/* Still in flight: its engine was lost already, or it is
 			 * the last one; it is late on its own. */
@@ -1404,7 +1391,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 
 	/* Runs inside ucp_worker_progress, with the connection's lock held.
 	 * Whatever UCX calls it, the engine is gone. */
-	engine_fail(cw->c, cw->eng, -ECONNRESET);
+	engine_fail(cw->c, cw->eng);
 }
 
 static const char *default_addr(char *buf, size_t cap)
@@ -1837,7 +1824,7 @@ static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
 		free(msg);
 		if (rc < 0 && c->eng[e].connected) {
 			pthread_mutex_lock(&c->lock);
-			engine_fail(c, e, rc);
+			engine_fail(c, e);
 			pthread_mutex_unlock(&c->lock);
 			if (c->failed)
 				return c->failed;
@@ -1853,8 +1840,10 @@ static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
  * Lock held. */
 static int catch_up_pick(const lode_conn_t *c, int64_t now, bool fresh)
 {
-	if (!c->ready || c->failed || c->map_local || !c->map)
+	if (!c->ready || c->failed || !c->map)
 		return -1;
+	if (c->map_local) /* one engine, no service map: engine 0 when lost */
+		return !fresh && c->eng[0].lost && c->eng[0].retry_us <= now ? 0 : -1;
 	for (unsigned e = 0; e < c->nengines; e++) {
 		const struct conn_engine *ce = &c->eng[e];
 		const struct layout_engine *le = layout_map_engine(c->map, ce->id);

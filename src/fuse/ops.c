@@ -46,6 +46,7 @@ int lfuse_errno(int rc)
 	switch (e) {
 	case ECONNRESET:
 	case ETIMEDOUT:
+	case EHOSTDOWN: /* the engine holding it is lost, or DOWN with no copy left */
 	case EPROTO:
 	case ECANCELED:
 	case ENOSYS:

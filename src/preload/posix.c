@@ -17,9 +17,9 @@
  * as they would without the preload. A description's lock keeps two
  * threads' reads on one descriptor from taking the same offset.
  *
- * Errors from liblodefs become errno; Lode's own codes (above 4095) and a
- * lost connection become EIO, since no program expects ECONNRESET from
- * read(2).
+ * Errors from liblodefs become errno; Lode's own codes (above 4095), a
+ * lost connection and a lost engine (EHOSTDOWN) become EIO, since no
+ * program expects ECONNRESET from read(2).
  */
 #undef _FORTIFY_SOURCE
 #include "preload/preload.h"
@@ -57,7 +57,7 @@ void __chk_fail(void) __attribute__((noreturn));
 static int pl_fail(int rc)
 {
 	pl_stat_add(PL_ST_ERRORS, 1);
-	if (rc < -4095 || pl_conn_error(rc))
+	if (rc < -4095 || rc == -EHOSTDOWN || pl_conn_error(rc))
 		rc = -EIO;
 	errno = -rc;
 	return -1;

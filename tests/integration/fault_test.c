@@ -46,6 +46,7 @@
 #define STREAM_MS 1000       /* how long the stream runs before the kill */
 #define STREAM_ACKS 4000     /* or how many acknowledgements */
 #define ROUNDS 3
+#define RECONNECT_MS 15000   /* a restarted server to serve an old connection again */
 #define SMALL 100
 #define LARGE (64u << 10)
 #define MIB (1u << 20)
@@ -389,6 +390,35 @@ static void stream_and_kill(struct hs_server *s, lode_cont_t *ct, lode_eq_t *eq,
 		free(slots[k].buf);
 }
 
+/*
+ * Wait until ct, whose engine was killed and has been restarted, serves a
+ * put again: the connection's renewer connects the engine once the
+ * management service's map has it again (src/client/README.md). Fails
+ * after ms.
+ */
+static void back_within(const struct hs_server *s, lode_cont_t *ct, const char *what,
+			unsigned round, unsigned ms)
+{
+	uint64_t t0 = now_ms();
+	uint8_t v[SMALL];
+	int rc;
+
+	value_fill(round, 1u << 29, v, SMALL);
+	while ((rc = lode_kv_put(ct, kv_oid, "back", v, SMALL, NULL)) < 0) {
+		if (rc != -EHOSTDOWN && rc != -ETIMEDOUT && rc != -ECONNRESET)
+			fail_msg("%s: a put with the server back: %s", what, lode_strerror(rc));
+		if (now_ms() - t0 > ms) {
+			hs_dump_log(s, 4096);
+			fail_msg("%s: the connection made before did not serve again within %u ms "
+				 "of the server's return (last: %s)",
+				 what, ms, lode_strerror(rc));
+		}
+		sleep_ms(50);
+	}
+	print_message("  %s: the connection made before serves again %" PRIu64
+		      " ms after the server's return\n", what, now_ms() - t0);
+}
+
 static void test_kill9_midstream(void **state)
 {
 	struct hs_opts o = {.targets = 2, .ram = false};
@@ -404,6 +434,7 @@ static void test_kill9_midstream(void **state)
 		const char *tp;
 		uint64_t t0;
 		uint8_t small[SMALL];
+		char what[32];
 
 		tp = connect_any(s, tps[round % ntps], &c);
 		print_message("  round %u over %s\n", round, tp);
@@ -413,27 +444,46 @@ static void test_kill9_midstream(void **state)
 		assert_int_equal(lode_eq_create(&eq), 0);
 		stream_and_kill(s, ct, eq, round, &acked, &unacked);
 
-		/* The dead connection refuses or fails what comes after, promptly. */
+		/* With its engine gone, the connection fails what comes after
+		 * with -EHOSTDOWN, promptly. */
 		t0 = now_ms();
 		value_fill(round, 1u << 30, small, SMALL);
 		rc = lode_kv_put(ct, kv_oid, "after-kill", small, SMALL, NULL);
-		assert_true(rc < 0);
+		if (rc != -EHOSTDOWN)
+			fail_msg("round %u: a put after the kill: %s, not %s", round,
+				 lode_strerror(rc), lode_strerror(-EHOSTDOWN));
 		assert_true(now_ms() - t0 <= TIMEOUT_MS + SLACK_MS);
-		assert_int_equal(lode_cont_close(ct), 0);
-		t0 = now_ms();
-		assert_int_equal(lode_disconnect(c), 0);
-		if (now_ms() - t0 > 2000)
-			fail_msg("round %u: disconnecting from a dead server took %" PRIu64 " ms",
-				 round, now_ms() - t0);
-		assert_int_equal(lode_eq_destroy(eq), 0);
 
-		/* Restart on the same data: everything acknowledged is there. */
+		if (round == ROUNDS - 1) {
+			/* The last round: a connection to a dead server closes
+			 * promptly. */
+			assert_int_equal(lode_cont_close(ct), 0);
+			t0 = now_ms();
+			assert_int_equal(lode_disconnect(c), 0);
+			if (now_ms() - t0 > 2000)
+				fail_msg("round %u: disconnecting from a dead server took %" PRIu64
+					 " ms", round, now_ms() - t0);
+			assert_int_equal(lode_eq_destroy(eq), 0);
+			assert_int_equal(hs_restart(s), 0);
+			connect_any(s, tps[round % ntps], &c);
+			assert_int_equal(lode_cont_open(c, "fault", &ct), 0);
+			verify(ct, &acked, &unacked, s);
+			assert_int_equal(lode_cont_close(ct), 0);
+			assert_int_equal(lode_disconnect(c), 0);
+			continue;
+		}
+
+		/* Restart on the same data: the same connection and container
+		 * handle serve again once the engine is back, and everything
+		 * acknowledged is there. */
 		assert_int_equal(hs_restart(s), 0);
-		connect_any(s, tps[round % ntps], &c);
-		assert_int_equal(lode_cont_open(c, "fault", &ct), 0);
+		snprintf(what, sizeof(what), "round %u", round);
+		back_within(s, ct, what, round, RECONNECT_MS);
 		verify(ct, &acked, &unacked, s);
+		assert_int_equal(lode_kv_put(ct, kv_oid, "after-restart", small, SMALL, NULL), 0);
 		assert_int_equal(lode_cont_close(ct), 0);
 		assert_int_equal(lode_disconnect(c), 0);
+		assert_int_equal(lode_eq_destroy(eq), 0);
 	}
 	rc = stop_status(s, "kill -9 rounds");
 	if (rc != 0)
@@ -448,8 +498,11 @@ static void test_kill9_midstream(void **state)
 
 /*
  * SIGSTOP: the server neither answers nor dies, so only the request
- * timeout can notice. A blocking get and a batch of asynchronous puts must
- * fail within the timeout and slack; after SIGCONT a new connection works.
+ * timeout can notice. A blocking get must fail within the timeout and
+ * slack; a batch of asynchronous puts within twice the timeout and slack
+ * (a write whose engine was lost waits one more timeout for a map that
+ * says why, src/client/README.md). After SIGCONT the first connection
+ * serves again, and a new one works.
  */
 static void test_sigstop_timeout(void **state)
 {
@@ -508,15 +561,27 @@ static void test_sigstop_timeout(void **state)
 					fail_msg("%s: a write to a stopped server succeeded", tp);
 			}
 			left -= (unsigned)n;
-			if (now_ms() - t0 > TIMEOUT_MS + 2000)
+			if (now_ms() - t0 > 2 * TIMEOUT_MS + 2000)
 				fail_msg("%s: %u writes to a stopped server still in flight after %u ms",
-					 tp, left, TIMEOUT_MS + 2000);
+					 tp, left, 2 * TIMEOUT_MS + 2000);
 		}
-		/* The failed connections refuse new work at once. */
-		assert_true(lode_kv_get(ct1, kv_oid, "k", got, sizeof(got), &len, NULL) < 0);
+		print_message("  %s: 8 puts to a stopped server failed within %" PRIu64 " ms\n", tp,
+			      now_ms() - t0);
+		/* Connections whose engine is lost refuse new work at once. */
+		t0 = now_ms();
+		rc = lode_kv_get(ct1, kv_oid, "k", got, sizeof(got), &len, NULL);
+		if (rc != -EHOSTDOWN || now_ms() - t0 > 1000)
+			fail_msg("%s: a get with the engine lost: %s after %" PRIu64 " ms", tp,
+				 lode_strerror(rc), now_ms() - t0);
 		assert_int_equal(lode_eq_destroy(eq), 0);
 
+		/* Going on, the server serves the first connection again. */
 		assert_int_equal(kill(s->pid, SIGCONT), 0);
+		back_within(s, ct1, tp, t, RECONNECT_MS);
+		len = 0;
+		assert_int_equal(lode_kv_get(ct1, kv_oid, "k", got, sizeof(got), &len, NULL), 0);
+		assert_int_equal(len, sizeof(val));
+		assert_memory_equal(got, val, sizeof(val));
 		lode_cont_close(ct1);
 		lode_cont_close(ct2);
 		lode_disconnect(c1);
