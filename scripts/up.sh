@@ -127,10 +127,17 @@ mount_fs() {
 		echo "make up: $mnt is already a mount point ($fstype); not mounting there" >&2
 		return 0
 	elif [ -n "$fstype" ]; then
-		if stat "$mnt" >/dev/null 2>&1; then
-			echo "$mnt" >"$state/mnt"
-			return 0 # already mounted and answering
-		fi
+		# A live daemon whose loded was restarted answers again once its
+		# connections are back (a second or so): give it that long.
+		for _ in $(seq 1 20); do
+			if stat "$mnt" >/dev/null 2>&1 && ls "$mnt" >/dev/null 2>&1; then
+				echo "$mnt" >"$state/mnt"
+				return 0 # already mounted and answering
+			fi
+			[ -f "$state/lode-fuse.pid" ] && kill -0 "$(cat "$state/lode-fuse.pid")" 2>/dev/null ||
+				break
+			sleep 0.25
+		done
 		echo "make up: clearing a dead Lode mount at $mnt" >&2
 		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"
 	fi
