@@ -8,7 +8,8 @@
 #   LODE_PORT=p    listen port (default 7420; the next free one if taken)
 #   LODE_DATA=dir  where the targets live
 #
-# loded writes its address to ~/.local/state/lode/addr, which is where
+# loded writes its address to $XDG_STATE_HOME/lode/addr (default
+# ~/.local/state/lode/addr), which is where
 # build/bin/lode looks when it is given no --addr.
 #
 # Who is who. loded's first start (an empty management state) makes the

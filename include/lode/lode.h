@@ -93,7 +93,8 @@ struct lode_conn_opts {
 /*
  * Connect to the loded at addr ("host", "host:port" or "[v6]:port"; NULL:
  * $LODE_ADDR, else the address in the file named by $LODE_ADDR_FILE, else
- * the one `make up` wrote to ~/.local/state/lode/addr, else
+ * the one `make up` wrote to $XDG_STATE_HOME/lode/addr (default
+ * ~/.local/state/lode/addr), else
  * "127.0.0.1:7420"), and authenticate to its management service, which
  * answers with a capability every request carries. opts may be NULL.
  * Blocks. Errors: -ECONNREFUSED (nothing listens there), -EHOSTUNREACH,

@@ -37,6 +37,16 @@ same() { # same NAME A B: files A and B are byte-for-byte equal
 loded_start --ram --transport tcp
 L() { "$lode" --addr "$addr" "$@"; }
 
+# ---- the address found with no --addr: the file make up writes ----
+mkdir -p "$dir/xs/lode" "$dir/home/.local/state/lode"
+echo "$addr" >"$dir/xs/lode/addr"
+echo "127.0.0.1:1" >"$dir/home/.local/state/lode/addr"
+check addr-xdg 0 env -u LODE_ADDR -u LODE_ADDR_FILE HOME="$dir/home" XDG_STATE_HOME="$dir/xs" \
+	"$lode" status
+check addr-home 1 env -u LODE_ADDR -u LODE_ADDR_FILE -u XDG_STATE_HOME HOME="$dir/home" \
+	"$lode" --timeout 2000 status
+grep -q "Connection refused" "$dir/err" || failed "addr-home: not refused at the address in HOME's file: $(cat "$dir/err")"
+
 # ---- help, version, usage errors ----
 check help 0 "$lode" --help
 for c in status "cont create" "cont list" "cont destroy" "cont snap create" "cont snap list" \

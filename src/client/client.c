@@ -1403,9 +1403,13 @@ static const char *default_addr(char *buf, size_t cap)
 	if (env && *env)
 		return env;
 	if (!file || !*file) {
-		const char *home = getenv("HOME");
+		/* where scripts/up.sh has loded write it */
+		const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
 
-		snprintf(path, sizeof(path), "%s/.local/state/lode/addr", home ? home : "/");
+		if (state && *state)
+			snprintf(path, sizeof(path), "%s/lode/addr", state);
+		else
+			snprintf(path, sizeof(path), "%s/.local/state/lode/addr", home ? home : "/");
 		file = path;
 	}
 	if ((f = fopen(file, "r"))) {

@@ -161,7 +161,8 @@ static void usage(FILE *out)
 		"\n"
 		"options:\n"
 		"  --addr HOST:PORT     the loded (default: $LODE_ADDR, else the address in\n"
-		"                       $LODE_ADDR_FILE, else in ~/.local/state/lode/addr,\n"
+		"                       $LODE_ADDR_FILE, else in $XDG_STATE_HOME/lode/addr\n"
+		"                       (~/.local/state/lode/addr),\n"
 		"                       else 127.0.0.1:7420)\n"
 		"  --transport NAME     auto, tcp, shm or rdma\n"
 		"                       (default: $LODE_TRANSPORT, else auto)\n"
@@ -472,7 +473,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 /*
  * The address lode_connect() reaches when given none, for the mount xattr
  * when liblodefs does not say: $LODE_ADDR, the first word of
- * $LODE_ADDR_FILE or ~/.local/state/lode/addr, else the default.
+ * $LODE_ADDR_FILE or $XDG_STATE_HOME/lode/addr (~/.local/state/lode/addr),
+ * else the default.
  */
 static void addr_resolve(char *buf, size_t cap)
 {
@@ -485,9 +487,12 @@ static void addr_resolve(char *buf, size_t cap)
 		return;
 	}
 	if (!file || !*file) {
-		const char *home = getenv("HOME");
+		const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
 
-		snprintf(path, sizeof(path), "%s/.local/state/lode/addr", home ? home : "");
+		if (state && *state)
+			snprintf(path, sizeof(path), "%s/lode/addr", state);
+		else
+			snprintf(path, sizeof(path), "%s/.local/state/lode/addr", home ? home : "");
 		file = path;
 	}
 	if ((f = fopen(file, "r"))) {
