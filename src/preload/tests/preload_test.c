@@ -14,7 +14,10 @@
  * fuse-read  FILE (written through FUSE by the driver) reads back through
  *            the preload equal to EXPECTED.
  * dead       kills loded (LODED_PID) under an open file: calls fail with an
- *            errno within the timeout or fall back, never hang.
+ *            errno within the timeout or fall back, never hang. With a
+ *            fifth argument, then writes SCRATCH/dead-waiting and waits for
+ *            the driver to restart loded (SCRATCH/dead-back): a descriptor
+ *            opened before the kill then reads on through liblodefs.
  *
  * Proof that I/O went through liblodefs, not FUSE: the preload's counters
  * (lode_preload_stats, looked up at run time) must move by exactly the
@@ -887,7 +890,52 @@ static bool process_gone(pid_t pid)
 	return zombie;
 }
 
-static void run_dead(pid_t loded)
+/* Whether path exists. */
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/*
+ * The server is back (the driver restarted loded on the same data): fd,
+ * opened before the kill, reads its bytes again through liblodefs, within
+ * 30 s. liblodefs' connections come back on their own (decision 0016);
+ * were they failed instead, the preload's own remount after a lost
+ * connection would get there too, later (it did, in 6 s, when tried).
+ */
+static void run_back(int fd, const char *want, size_t len)
+{
+	char back[4096];
+	int fl = open(SCR("dead-waiting"), O_CREAT | O_WRONLY, 0644);
+
+	CHECK(fl >= 0, "dead-waiting: %s", strerror(errno));
+	close(fl);
+	for (int i = 0; i < 600 && !exists(SCR("dead-back")); i++)
+		usleep(100000);
+	CHECK(exists(SCR("dead-back")), "the driver did not restart loded within 60 s");
+	struct lode_preload_stats s0 = stats_now();
+	double t0 = now_s();
+	ssize_t n = -1;
+	while (now_s() - t0 < 30) {
+		n = pread(fd, back, len, 0);
+		if (n == (ssize_t)len && memcmp(back, want, len) == 0)
+			break;
+		usleep(100000);
+	}
+	CHECK(n == (ssize_t)len && memcmp(back, want, len) == 0,
+	      "the descriptor opened before the kill does not read back after the restart: %zd "
+	      "(%s)",
+	      n, n < 0 ? strerror(errno) : "wrong bytes");
+	struct lode_preload_stats s1 = stats_now();
+	CHECK(s1.reads > s0.reads && s1.bytes_read >= s0.bytes_read + len,
+	      "the reads after the restart were not served by liblodefs");
+	printf("preload_test dead: the old descriptor reads again %.1f s after the restart\n",
+	       now_s() - t0);
+}
+
+static void run_dead(pid_t loded, bool back_too)
 {
 	char buf[4096], back[4096];
 	pattern_fill(buf, sizeof(buf), 0, 5);
@@ -897,6 +945,8 @@ static void run_dead(pid_t loded)
 	CHECK_EQ(pread(fd, back, sizeof(back), 0), sizeof(back));
 	struct lode_preload_stats s0 = stats_now();
 	CHECK(s0.opens == 1 && s0.writes == 1, "dead: the first file was not served by liblodefs");
+	int keep = open(MNT("dead"), O_RDONLY); /* read again once the server is back */
+	CHECK(keep >= 0, "open: %s", strerror(errno));
 
 	CHECK_EQ(kill(loded, SIGKILL), 0);
 	for (int i = 0; i < 500 && !process_gone(loded); i++)
@@ -936,6 +986,11 @@ static void run_dead(pid_t loded)
 	CHECK_EQ(write(fd, "ok", 2), 2);
 	CHECK_EQ(pread(fd, back, 2, 0), 2);
 	close(fd);
+
+	if (back_too && keep >= 0)
+		run_back(keep, buf, sizeof(buf));
+	if (keep >= 0)
+		close(keep);
 }
 
 int main(int argc, char **argv)
@@ -976,8 +1031,8 @@ int main(int argc, char **argv)
 		CHECK(s.opens_passed == 0, "%" PRIu64 " Lode opens left to FUSE", s.opens_passed);
 	} else if (strcmp(mode, "fuse-read") == 0 && argc == 6) {
 		run_fuse_read(argv[4], argv[5]);
-	} else if (strcmp(mode, "dead") == 0 && argc == 5) {
-		run_dead((pid_t)atoi(argv[4]));
+	} else if (strcmp(mode, "dead") == 0 && (argc == 5 || argc == 6)) {
+		run_dead((pid_t)atoi(argv[4]), argc == 6);
 	} else {
 		fprintf(stderr, "bad arguments\n");
 		return 2;

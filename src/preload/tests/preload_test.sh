@@ -7,7 +7,8 @@
 #     without it, and bytes written through FUSE read back through it;
 #   - unmodified tools (dd, cat, sqlite3 in WAL mode) with the preload, and
 #     dd/cat with it disabled;
-#   - preload_test dead: the server killed under an open file.
+#   - preload_test dead: the server killed under an open file, then
+#     restarted: the descriptor reads on through the preload.
 #
 # usage: preload_test.sh LODED LODE LODE_FUSE PRELOAD_SO TEST_BIN [SANITIZER_RUNTIME]
 # SANITIZER_RUNTIME: the shared ASan runtime of a sanitizer build, which
@@ -106,7 +107,7 @@ no_preload() { env -u LD_PRELOAD "$@"; }
 
 # ---- a loded of our own, a container, a mount ----
 . "$(dirname "${BASH_SOURCE[0]}")/../../../tests/lib/loded.sh"
-loded_start --ram --targets 2 --transport tcp
+loded_start --targets 2 --transport tcp # disk: the data outlives the kill below
 disown "$pid" # killed on purpose below: no "Killed" notice from bash
 "$lode" --addr "$addr" cont create pl >/dev/null || { echo "FAIL cont create pl"; exit 1; }
 if ! "$lfuse" --addr "$addr" --transport tcp --pidfile "$dir/fuse.pid" --log "$dir/fuse.log" \
@@ -163,12 +164,20 @@ fi
 daemon=$(cat "$dir/fuse.pid" 2>/dev/null)
 kill -0 "$daemon" 2>/dev/null || bad "lode-fuse died during the test"
 
-# ---- the server dies under an open file ----
+# ---- the server dies under an open file, and comes back ----
 if [ -n "$pid" ]; then
-	timeout 60 env LD_PRELOAD="$pre" "$tbin" dead "$mnt" "$scratch" "$pid" ||
-		bad "preload_test dead"
+	env LD_PRELOAD="$pre" timeout 150 "$tbin" dead "$mnt" "$scratch" "$pid" back &
+	tpid=$!
+	wait_for 60 test -e "$scratch/dead-waiting" || bad "preload_test dead did not get to the restart"
 	wait_for 5 gone "$pid" || bad "loded $pid still runs after preload_test dead killed it"
 	pid=
+	if loded_restart; then
+		disown "$pid"
+	else
+		bad "loded did not restart"
+	fi
+	touch "$scratch/dead-back"
+	wait "$tpid" || bad "preload_test dead"
 fi
 
 if [ "$nbad" -ne 0 ]; then
