@@ -16,7 +16,10 @@
  *   -EFAULT        a required pointer was NULL
  *   -EINVAL        an argument is out of range
  *   -ENOMEM        out of memory
- *   -ENOTCONN      the connection cannot move data (it is being closed)
+ *   -ENOTCONN      the connection cannot move data: it is being closed, its
+ *                  capability expired while the management service was
+ *                  away (connect again), or a target found no session for
+ *                  it
  *   -ETIMEDOUT     the server did not answer within the connection's timeout
  *   -ECONNRESET    the server went away while the request was in flight
  *   -EHOSTDOWN     the engine holding the data is lost (it died, went away
@@ -45,13 +48,20 @@
  * owning target wins).
  *
  * Timeouts: a request that gets no answer within the timeout (10 s by
- * default, lode_conn_opts.timeout_ms or $LODE_TIMEOUT_MS) fails with
- * -ETIMEDOUT; a server that dies fails its requests with -ECONNRESET as soon
- * as the transport notices (tcp, rdma) or within 100 ms (shm, where the
- * client watches the server's process). With several engines, only that
- * engine is lost: its requests fail with -EHOSTDOWN (reads of replicated
- * objects go to another replica instead) and the connection goes on. No
- * call waits forever.
+ * default, lode_conn_opts.timeout_ms or $LODE_TIMEOUT_MS), or whose server
+ * dies (seen as soon as the transport notices on tcp and rdma, within
+ * 100 ms on shm, where the client watches the server's process), loses
+ * that engine: its requests fail with -EHOSTDOWN (reads of replicated
+ * objects go to another replica instead; a write may wait one more timeout
+ * for a map that says why) and the connection goes on, with one engine as
+ * with many. Calls that reach every target (object punch, listings,
+ * snapshots, container creation and destruction) fail with -EHOSTDOWN
+ * while a target the map has serving is lost, rather than skip it. The
+ * connection connects a lost engine again once it is back (docs/decisions/
+ * 0016). If the management service stays away longer than a third of the
+ * capability's life (10 minutes by default), the connection's capability
+ * expires and the connection fails: -LODE_ECAPEXPIRED in flight, -ENOTCONN
+ * after; connect again. No call waits forever.
  */
 #ifndef LODE_LODE_H
 #define LODE_LODE_H

@@ -20,7 +20,9 @@ export UCX_NET_DEVICES=lo
 mkdir -p "${LODE_TEST_TMP:-/tmp}"
 dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-admin-test.XXXXXX")
 pid=
+squatter=
 cleanup() {
+	[ -n "$squatter" ] && kill "$squatter" 2>/dev/null
 	if [ -n "$pid" ]; then
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
@@ -575,9 +577,11 @@ s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
 open(sys.argv[2], "w").close(); time.sleep(60)' "$port0" "$dir/squatting" &
 squatter=$!
 for _ in $(seq 50); do [ -e "$dir/squatting" ] && break; sleep 0.1; done
+[ -e "$dir/squatting" ] || failed "port taken: nothing could listen on port $port0 to take it"
 loded_restart || failed "loded did not start with its old management port taken"
 kill "$squatter" 2>/dev/null
 wait "$squatter" 2>/dev/null
+squatter=
 [ -n "$(mport)" ] && [ "$(mport)" != "$port0" ] ||
 	failed "port taken: the credentials name port '$(mport)', the old one was $port0"
 grep -q "port $port0, its port before, is not free" "$dir/loded.log" ||

@@ -667,8 +667,15 @@ static void engine_fail(lode_conn_t *c, unsigned e)
 {
 	struct creq *r;
 
-	if (c->failed || e >= c->nengines || c->eng[e].lost)
+	if (c->failed || e >= c->nengines)
 		return;
+	if (c->eng[e].lost) {
+		/* Lost already; being connected again (catch_up_one), this
+		 * attempt has failed: it says so when it is done. */
+		if (c->eng[e].joining)
+			c->eng[e].join_failed = true;
+		return;
+	}
 	c->eng[e].lost = true;
 	c->eng[e].lost_us = now_us();
 	rndv_drop(c, (int)e, -EHOSTDOWN);
@@ -979,6 +986,8 @@ static int req_send(struct creq *r)
 		return -EINVAL;
 	if (!c->eps[r->tgt])
 		return -EHOSTDOWN; /* its engine is lost */
+	if (c->eng[c->w[r->tgt].eng].joining && r->op != NET_OP_PING && r->op != NET_OP_HELLO)
+		return -EHOSTDOWN; /* being connected: no session there yet */
 	cl = conn_cap_put(c, r->op, &r->a.cont, r->hdr + NET_HDR_SIZE);
 	n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE + cl, NET_ARGS_MAX);
 	if (n < 0)
@@ -1081,7 +1090,7 @@ int creq_submit(struct creq *r, lode_event_t *ev, struct creq *parent)
 	r->waited = !ev && !parent && !r->detached;
 	if (parent)
 		parent->nchild++;
-	rc = r->placed ? conn_place(c, r, conn_req_send) : 0;
+	rc = c->failed ? -ENOTCONN : r->placed ? conn_place(c, r, conn_req_send) : 0;
 	if (rc == 0)
 		rc = req_send(r);
 	if (rc < 0 && r->nshadow) {
@@ -1839,6 +1848,16 @@ static int engines_open_rest(lode_conn_t *c, unsigned boot_slot, bool loopback)
 
 #define CATCH_UP_BOOT_MS 2000
 
+/* Whether addr (an engine's, from the map) names the server c dialled. */
+static bool server_named(const lode_conn_t *c, const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	return strcmp(addr, c->server) != 0 &&
+	       net_addr_parse(c->server, LODE_PORT_DEFAULT, &ss, &sl) == 0 && addr_same(addr, &ss);
+}
+
 /* An engine of the installed map to connect now, or -1; with fresh, only
  * one never connected, whether its next try is due or not (conn_engines_fresh).
  * Lock held. */
@@ -1880,8 +1899,14 @@ static int catch_up_one(lode_conn_t *c, bool fresh)
 	}
 	c->eng[e].tried = fresh;
 	c->eng[e].joining = true;
+	c->eng[e].join_failed = false;
 	had = c->eng[e].connected; /* lost and back: its workers are there */
 	memcpy(addr, c->eng[e].addr, sizeof(addr));
+	/* The map may name the engine we dialled by a wildcard address
+	 * (0.0.0.0:P): dial it as we did, or it would not count as on this
+	 * host (loopback) and be refused below. */
+	if (server_named(c, addr))
+		memcpy(addr, c->server, sizeof(addr));
 	if (had) /* a restarted loded numbers its sessions afresh */
 		for (unsigned t = c->eng[e].first; t < c->eng[e].first + c->eng[e].ntgts; t++)
 			c->session[t] = 0;
@@ -1900,10 +1925,13 @@ static int catch_up_one(lode_conn_t *c, bool fresh)
 		rc = engine_connect(c, (unsigned)e, &w, &ss);
 	free(msg);
 	pthread_mutex_lock(&c->lock);
-	/* An endpoint error meanwhile closed what was just made. */
+	/* An endpoint error meanwhile closed what was just made, or (an engine
+	 * lost before) was noted in join_failed. */
 	for (unsigned t = c->eng[e].first; rc == 0 && t < c->eng[e].first + c->eng[e].ntgts; t++)
 		if (!c->eps[t])
 			rc = -ECONNRESET;
+	if (rc == 0 && c->eng[e].join_failed)
+		rc = -ECONNRESET;
 	if (rc == 0) {
 		c->eng[e].lost = false;
 		c->eng[e].retry_us = 0;
@@ -1913,8 +1941,12 @@ static int catch_up_one(lode_conn_t *c, bool fresh)
 	} else {
 		if (c->eng[e].connected) {
 			engine_close(c, (unsigned)e);
+			/* Lost since the loss that made us try (lost_us stays:
+			 * a map fetched since that still lets it be tried), or
+			 * connected by lode_connect and lost now. */
+			if (!c->eng[e].lost)
+				c->eng[e].lost_us = now_us();
 			c->eng[e].lost = true;
-			c->eng[e].lost_us = now_us();
 		}
 		/* 1 s, 2 s, 4 s ... 32 s between tries */
 		c->eng[e].retry_us = now_us() + (1000000ll << c->eng[e].tries);
@@ -2217,6 +2249,36 @@ bool conn_target_live(lode_conn_t *c, unsigned t)
 	       !c->eng[c->w[t].eng].joining;
 	pthread_mutex_unlock(&c->lock);
 	return live;
+}
+
+void conn_expire(lode_conn_t *c)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->failed)
+		snprintf(c->mgmt_err, sizeof(c->mgmt_err),
+			 "the connection's capability expired while the management service "
+			 "could not renew it: connect again");
+	conn_fail(c, -LODE_ECAPEXPIRED);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int conn_target_reach(lode_conn_t *c, unsigned t)
+{
+	const struct layout_engine *le;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (t >= c->ntargets) {
+		rc = 1;
+	} else if (!c->eps[t] || c->eng[c->w[t].eng].lost || c->eng[c->w[t].eng].joining) {
+		le = c->map ? layout_map_engine(c->map, c->eng[c->w[t].eng].id) : NULL;
+		rc = le && (le->state == LAYOUT_UP || le->state == LAYOUT_DRAIN ||
+			    le->state == LAYOUT_NEW)
+			     ? -EHOSTDOWN
+			     : 1;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 bool conn_target_new(const lode_conn_t *c, unsigned t)

@@ -146,6 +146,7 @@ struct lode_conn {
 		int64_t lost_us;        /* when it was lost */
 		unsigned tries;         /* late connects failed in a row (the wait doubles) */
 		bool tried;             /* conn_engines_fresh has tried it this time */
+		bool join_failed;       /* lost again while joining (catch_up_one) */
 	} eng[CONN_ENGINES_MAX];
 	unsigned nengines;
 	struct layout_map *map; /* the placement map (lock held to read or swap) */
@@ -494,6 +495,16 @@ void conn_map_wake(lode_conn_t *c, uint32_t want);
 /* Whether global target t's engine is connected and not lost (broadcasts
  * and enumeration skip the others), and the first such target (0 if none). */
 bool conn_target_live(lode_conn_t *c, unsigned t);
+/* The connection's own capability expired unrenewed (the service was away
+ * longer than a third of its life): nothing can be asked any more, so the
+ * connection fails (in flight: -LODE_ECAPEXPIRED; later: -ENOTCONN). */
+void conn_expire(lode_conn_t *c);
+/* Whether a call that reaches every target (a broadcast, a listing, a
+ * container's creation) may go on past target t: 0 it is live, 1 it may be
+ * skipped (its engine is DOWN or OUT: what it held is served elsewhere),
+ * -EHOSTDOWN it may not (lost or being connected while the map has its
+ * engine UP, DRAIN or NEW: what it holds would be missed). */
+int conn_target_reach(lode_conn_t *c, unsigned t);
 
 /* Whether global target t's engine is NEW in the installed map (being
  * integrated: its walk may not have made every container yet). Lock held. */

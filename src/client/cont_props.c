@@ -32,8 +32,12 @@ static int targets_create(lode_conn_t *c, const struct net_args *a)
 	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
 		struct creq *r;
 
-		if (!conn_target_live(c, i))
-			continue; /* lost: the walk of its targets makes it when it is back */
+		if ((rc = conn_target_reach(c, i)) != 0) {
+			/* DOWN or OUT: the walk of its targets makes it if it is
+			 * ever back; lost while the map has it UP: it would miss it */
+			rc = rc < 0 ? rc : 0;
+			continue;
+		}
 		if (!(r = creq_new(c, NET_OP_CONT_CREATE, i)))
 			return -ENOMEM;
 		r->a = *a;

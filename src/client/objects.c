@@ -152,8 +152,10 @@ static int broadcast(lode_conn_t *c, uint16_t op, const struct net_args *a, lode
 	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
 		struct creq *r;
 
-		if (!conn_target_live(c, i))
+		if ((rc = conn_target_reach(c, i)) != 0) {
+			rc = rc < 0 ? rc : 0; /* one the map serves from elsewhere is skipped */
 			continue;
+		}
 		if (!(r = creq_new(c, op, i))) {
 			rc = -ENOMEM;
 			break;
@@ -1248,8 +1250,10 @@ static int list_run(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const str
 		struct creq *r;
 		int rc;
 
-		while (!placed && an->tgt < c->ntargets && !conn_target_live(c, an->tgt)) {
-			an->tgt++; /* a lost engine's target: its items are elsewhere or gone */
+		while (!placed && an->tgt < c->ntargets && (rc = conn_target_reach(c, an->tgt)) != 0) {
+			if (rc < 0)
+				return rc; /* its items would be missing from the list */
+			an->tgt++; /* a DOWN or OUT engine's target: its items are elsewhere */
 			an->len = 0;
 		}
 		if (!placed && an->tgt >= c->ntargets) {
@@ -1838,8 +1842,12 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 		if (!p)
 			return -ENOMEM;
 		for (unsigned i = 0; i < ct->c->ntargets && rc == 0; i++) {
-			if (i == first || !conn_target_live(ct->c, i))
+			if (i == first)
 				continue;
+			if ((rc = conn_target_reach(ct->c, i)) != 0) {
+				rc = rc < 0 ? rc : 0; /* a lost engine the map has UP would miss it */
+				continue;
+			}
 			if (!(r = creq_new(ct->c, NET_OP_SNAP_CREATE, i))) {
 				rc = -ENOMEM;
 				break;

@@ -503,6 +503,16 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 	pthread_mutex_unlock(&c->lock);
 	rc = renew_one(c, old, tok, &exp);
 	if (rc < 0) {
+		int64_t expires;
+
+		pthread_mutex_lock(&c->lock);
+		expires = c->tok_expires_ms;
+		pthread_mutex_unlock(&c->lock);
+		/* An expired token cannot be renewed, nor a map fetched with it:
+		 * the connection could never serve again. Say so, rather than
+		 * leave its calls failing with -EHOSTDOWN for ever. */
+		if (expires > 0 && now >= expires)
+			conn_expire(c);
 		atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
 		pthread_mutex_unlock(&c->renew_lock);
 		return;

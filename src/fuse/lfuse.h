@@ -51,8 +51,9 @@ extern const struct fuse_lowlevel_ops lfuse_ops;
 
 /*
  * The errno a reply carries for a liblodefs return code rc < 0: Lode's own
- * codes and connection failures become EIO (ENOTCONN stays: the server is
- * gone), and ENOSYS, which the kernel takes as "never ask again", too.
+ * codes, connection failures and a lost engine (EHOSTDOWN) become EIO
+ * (ENOTCONN stays: the connection failed for good), and ENOSYS, which the
+ * kernel takes as "never ask again", too.
  */
 int lfuse_errno(int rc);
 

@@ -190,12 +190,18 @@ void rpc_args_fill(grpc_channel_args *ca, grpc_arg *args, bool server)
 	static char max_recv[] = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
 	static char max_send[] = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
 	static char reuseport[] = GRPC_ARG_ALLOW_REUSEPORT;
+	static char backoff[] = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
 
 	args[0] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = max_recv,
 			      .value.integer = RPC_MAX_MESSAGE };
 	args[1] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = max_send,
 			      .value.integer = RPC_MAX_MESSAGE };
-	args[2] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = reuseport, .value.integer = 0 };
+	if (server)
+		args[2] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = reuseport, .value.integer = 0 };
+	else /* a service that was away is found again within 2 s of its return
+	      * (gRPC's own default lets the wait grow to 120 s) */
+		args[2] = (grpc_arg){ .type = GRPC_ARG_INTEGER, .key = backoff,
+				      .value.integer = RPC_RECONNECT_MAX_MS };
 	ca->args = args;
-	ca->num_args = server ? 3 : 2;
+	ca->num_args = 3;
 }

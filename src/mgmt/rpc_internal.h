@@ -35,7 +35,10 @@ ProtobufCMessage *rpc_msg_unpack(const ProtobufCMessageDescriptor *desc, grpc_by
 
 /* Channel arguments both ends use (the message size limit; the server also
  * refuses SO_REUSEPORT, so a second server on a busy port fails to bind
- * instead of sharing it). args must have room for 3 entries. */
+ * instead of sharing it; a client waits at most RPC_RECONNECT_MAX_MS
+ * between attempts to reach a server that went away). args must have room
+ * for 3 entries. */
+#define RPC_RECONNECT_MAX_MS 2000
 void rpc_args_fill(grpc_channel_args *ca, grpc_arg *args, bool server);
 
 /* Format a message into dst (cap bytes, NUL-terminated; cap may be 0). */

@@ -16,8 +16,10 @@
  * waits PL_RETRY_NS.
  *
  * The identity is kept once read, so that a mount whose server went away
- * and came back can be mounted again even if lode-fuse, which does not
- * reconnect, no longer answers.
+ * and came back can be mounted again even if lode-fuse no longer answers.
+ * (liblodefs' connections come back on their own when their engine does,
+ * docs/decisions/0016; an instance is given up only on the errors
+ * pl_conn_error names.)
  *
  * An instance is given up, never freed, when a call on it finds the server
  * gone (other threads may still be inside it, and leaking one instance per

@@ -327,7 +327,7 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 	}
 	mc.engine_uuid = uuid;
 	rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg));
-	if (rc < 0 && old_port) {
+	if (rc == -EADDRINUSE && old_port) {
 		srv_log("management service: port %u, its port before, is not free (%s): "
 			"it takes any free port; clients connected before must connect again",
 			old_port, msg[0] ? msg : lode_strerror(rc));

@@ -453,6 +453,12 @@ static void test_kill9_midstream(void **state)
 			fail_msg("round %u: a put after the kill: %s, not %s", round,
 				 lode_strerror(rc), lode_strerror(-EHOSTDOWN));
 		assert_true(now_ms() - t0 <= TIMEOUT_MS + SLACK_MS);
+		/* A call that reaches every target does not skip the lost one
+		 * and say it is done: the object would be there afterwards. */
+		rc = lode_obj_punch(ct, kv_oid, NULL);
+		if (rc != -EHOSTDOWN)
+			fail_msg("round %u: an object punch with the engine lost: %s, not %s", round,
+				 lode_strerror(rc), lode_strerror(-EHOSTDOWN));
 
 		if (round == ROUNDS - 1) {
 			/* The last round: a connection to a dead server closes
@@ -492,6 +498,55 @@ static void test_kill9_midstream(void **state)
 	hs_cleanup(s);
 	free(acked.v);
 	free(unacked.v);
+}
+
+/*
+ * Away longer than the capability lives: a connection whose own token
+ * expired while the service could not renew it can never be served again
+ * (an expired token renews nothing and fetches no map), so it fails, and
+ * says why, rather than answer -EHOSTDOWN for ever. A new connection works.
+ */
+static void test_expired_while_away(void **state)
+{
+	static const char *const extra[] = {"--cap-lifetime", "10", NULL};
+	struct hs_opts o = {.targets = 1, .ram = false, .extra_args = extra};
+	struct hs_server *s = &srv;
+	lode_conn_t *c;
+	lode_cont_t *ct;
+	uint8_t v[SMALL];
+	uint64_t t0;
+	int rc;
+
+	assert_int_equal(hs_start(s, &o), 0);
+	connect_any(s, "tcp", &c);
+	assert_int_equal(lode_cont_create(c, "away", NULL), 0);
+	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
+	value_fill(7, 7, v, SMALL);
+	assert_int_equal(lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL), 0);
+	assert_int_equal(hs_kill(s), 0);
+	/* The token, renewed at two thirds of its 10 s, has expired 11 s on. */
+	t0 = now_ms();
+	do {
+		rc = lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL);
+		if (rc != -EHOSTDOWN && rc != -LODE_ECAPEXPIRED && rc != -ENOTCONN)
+			fail_msg("a put with the server away: %s", lode_strerror(rc));
+		sleep_ms(200);
+	} while (now_ms() - t0 < 11000);
+	assert_int_equal(hs_restart(s), 0);
+	sleep_ms(1500); /* long enough for a live connection to come back */
+	rc = lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL);
+	if (rc != -ENOTCONN)
+		fail_msg("a put on a connection whose capability expired while the server was away: "
+			 "%s, not %s", lode_strerror(rc), lode_strerror(-ENOTCONN));
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	connect_any(s, "tcp", &c);
+	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
+	assert_int_equal(lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL), 0);
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	assert_int_equal(stop_status(s, "an expired connection"), 0);
+	hs_cleanup(s);
 }
 
 /* ---- b: a stalled server ------------------------------------------------------------ */
@@ -1006,6 +1061,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_kill9_midstream, teardown),
+		cmocka_unit_test_teardown(test_expired_while_away, teardown),
 		cmocka_unit_test_teardown(test_sigstop_timeout, teardown),
 		cmocka_unit_test_teardown(test_sigterm_drain, teardown),
 		cmocka_unit_test_teardown(test_client_exits_midstream, teardown),
