@@ -1902,15 +1902,16 @@ static int catch_up_one(lode_conn_t *c, bool fresh)
 	c->eng[e].join_failed = false;
 	had = c->eng[e].connected; /* lost and back: its workers are there */
 	memcpy(addr, c->eng[e].addr, sizeof(addr));
-	/* The map may name the engine we dialled by a wildcard address
-	 * (0.0.0.0:P): dial it as we did, or it would not count as on this
-	 * host (loopback) and be refused below. */
-	if (server_named(c, addr))
-		memcpy(addr, c->server, sizeof(addr));
 	if (had) /* a restarted loded numbers its sessions afresh */
 		for (unsigned t = c->eng[e].first; t < c->eng[e].first + c->eng[e].ntgts; t++)
 			c->session[t] = 0;
 	pthread_mutex_unlock(&c->lock);
+	/* The map may name the engine we dialled by a wildcard address
+	 * (0.0.0.0:P): dial it as we did, or it would not count as on this
+	 * host (loopback) and be refused below. (Out of the lock: names may
+	 * be looked up.) */
+	if (server_named(c, addr))
+		snprintf(addr, sizeof(addr), "%s", c->server);
 
 	/* A short bootstrap: the renewer renews tokens and fetches maps too. */
 	rc = boot(addr, c->timeout_ms < CATCH_UP_BOOT_MS ? c->timeout_ms : CATCH_UP_BOOT_MS, &lo,
@@ -1943,9 +1944,13 @@ static int catch_up_one(lode_conn_t *c, bool fresh)
 			engine_close(c, (unsigned)e);
 			/* Lost since the loss that made us try (lost_us stays:
 			 * a map fetched since that still lets it be tried), or
-			 * connected by lode_connect and lost now. */
-			if (!c->eng[e].lost)
+			 * a first connect that failed after making its workers:
+			 * lost now, and tried again once a map says it is still
+			 * there (asked for here: nothing else may ask). */
+			if (!c->eng[e].lost) {
 				c->eng[e].lost_us = now_us();
+				conn_map_wake(c, atomic_load(&c->map_ver) + 1);
+			}
 			c->eng[e].lost = true;
 		}
 		/* 1 s, 2 s, 4 s ... 32 s between tries */
@@ -2251,15 +2256,28 @@ bool conn_target_live(lode_conn_t *c, unsigned t)
 	return live;
 }
 
-void conn_expire(lode_conn_t *c)
+void conn_expire(lode_conn_t *c, int why)
 {
 	pthread_mutex_lock(&c->lock);
 	if (!c->failed)
 		snprintf(c->mgmt_err, sizeof(c->mgmt_err),
-			 "the connection's capability expired while the management service "
-			 "could not renew it: connect again");
+			 "the connection's capability expired unrenewed (the renewal: %s): "
+			 "connect again",
+			 lode_strerror(why));
+	conn_drain(c);
 	conn_fail(c, -LODE_ECAPEXPIRED);
+	c->expired = true;
 	pthread_mutex_unlock(&c->lock);
+}
+
+bool conn_expired(lode_conn_t *c)
+{
+	bool expired;
+
+	pthread_mutex_lock(&c->lock);
+	expired = c->expired;
+	pthread_mutex_unlock(&c->lock);
+	return expired;
 }
 
 int conn_target_reach(lode_conn_t *c, unsigned t)
@@ -2271,11 +2289,18 @@ int conn_target_reach(lode_conn_t *c, unsigned t)
 	if (t >= c->ntargets) {
 		rc = 1;
 	} else if (!c->eps[t] || c->eng[c->w[t].eng].lost || c->eng[c->w[t].eng].joining) {
-		le = c->map ? layout_map_engine(c->map, c->eng[c->w[t].eng].id) : NULL;
+		/* Being connected for the first time (joining, not lost): as
+		 * before it joined; conn_engines_fresh's callers go again. */
+		le = c->map && c->eng[c->w[t].eng].lost
+			     ? layout_map_engine(c->map, c->eng[c->w[t].eng].id)
+			     : NULL;
 		rc = le && (le->state == LAYOUT_UP || le->state == LAYOUT_DRAIN ||
 			    le->state == LAYOUT_NEW)
 			     ? -EHOSTDOWN
 			     : 1;
+		/* A map that says DOWN ends the refusals: ask for one. */
+		if (rc < 0)
+			conn_map_wake(c, atomic_load(&c->map_ver) + 1);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;

@@ -195,6 +195,7 @@ struct lode_conn {
 	pthread_cond_t renewer_cond;
 	pthread_mutex_t catch_lock; /* one conn_engines_catch_up at a time */
 	char mgmt_err[320];         /* the last failed RPC's message */
+	bool expired;               /* conn_expire failed it: the renewer rests */
 	/* The pool map's version requests carry (from Connect, then PoolMapGet
 	 * when an engine says it is stale); map_want is the newest an engine
 	 * named, which the renewer thread fetches. */
@@ -496,9 +497,12 @@ void conn_map_wake(lode_conn_t *c, uint32_t want);
  * and enumeration skip the others), and the first such target (0 if none). */
 bool conn_target_live(lode_conn_t *c, unsigned t);
 /* The connection's own capability expired unrenewed (the service was away
- * longer than a third of its life): nothing can be asked any more, so the
- * connection fails (in flight: -LODE_ECAPEXPIRED; later: -ENOTCONN). */
-void conn_expire(lode_conn_t *c);
+ * longer than a third of its life; why: the last renewal's error): nothing
+ * can be asked any more, so the connection fails (in flight:
+ * -LODE_ECAPEXPIRED; later: -ENOTCONN). */
+void conn_expire(lode_conn_t *c, int why);
+/* Whether conn_expire failed the connection. */
+bool conn_expired(lode_conn_t *c);
 /* Whether a call that reaches every target (a broadcast, a listing, a
  * container's creation) may go on past target t: 0 it is live, 1 it may be
  * skipped (its engine is DOWN or OUT: what it held is served elsewhere),

@@ -100,8 +100,12 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 		rc = conn_map_fetch(c);
 	if (rc == 0)
 		rc = targets_create(c, &a);
-	if (rc == 0 && !c->map_local && conn_engines_fresh(c) > 0)
+	/* Again once the engines the map names are connected: by us, or by
+	 * the renewer, whose connect conn_engines_fresh waits for. */
+	if (rc == 0 && !c->map_local) {
+		conn_engines_fresh(c);
 		rc = targets_create(c, &a);
+	}
 	if (rc < 0) {
 		/* Undo, so that the label can be created again: the targets that
 		 * made it drop it, then the service forgets it (best effort; the

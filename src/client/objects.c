@@ -144,11 +144,17 @@ static int submit_or_free(struct creq *r, int rc, lode_event_t *ev, struct creq 
 /* Send op to every target under one parent; ev NULL blocks. */
 static int broadcast(lode_conn_t *c, uint16_t op, const struct net_args *a, lode_event_t *ev)
 {
-	struct creq *p = creq_new(c, 0, 0);
+	struct creq *p;
 	int rc = 0;
 
-	if (!p)
+	/* A target it may not skip fails it before anything is sent, so that
+	 * it is not done on some targets only. */
+	for (unsigned i = 0; i < c->ntargets; i++)
+		if ((rc = conn_target_reach(c, i)) < 0)
+			return rc;
+	if (!(p = creq_new(c, 0, 0)))
 		return -ENOMEM;
+	rc = 0;
 	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
 		struct creq *r;
 
@@ -1824,6 +1830,11 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 			return rc;
 		conn_engines_fresh(ct->c);
 	}
+	/* A target it may not skip fails it before anything is made, so that
+	 * no snapshot is left on some targets only. */
+	for (unsigned i = 0; i < ct->c->ntargets; i++)
+		if ((rc = conn_target_reach(ct->c, i)) < 0)
+			return rc;
 	/* The first reachable target's clock picks the epoch; the others
 	 * retain the same one. */
 	first = conn_target_first(ct->c);

@@ -275,9 +275,11 @@ static void *renewer_main(void *arg)
 		if (c->renewer_stop)
 			break;
 		pthread_mutex_unlock(&c->renewer_lock);
-		conn_caps_renew(c, false);
-		conn_map_refresh(c);
-		conn_engines_catch_up(c);
+		if (!conn_expired(c)) { /* nothing left to renew */
+			conn_caps_renew(c, false);
+			conn_map_refresh(c);
+			conn_engines_catch_up(c);
+		}
 		pthread_mutex_lock(&c->renewer_lock);
 	}
 	pthread_mutex_unlock(&c->renewer_lock);
@@ -512,7 +514,7 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 		 * the connection could never serve again. Say so, rather than
 		 * leave its calls failing with -EHOSTDOWN for ever. */
 		if (expires > 0 && now >= expires)
-			conn_expire(c);
+			conn_expire(c, rc);
 		atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
 		pthread_mutex_unlock(&c->renew_lock);
 		return;
