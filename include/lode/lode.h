@@ -27,9 +27,9 @@
  *                  replica can serve the request. The connection goes on:
  *                  it connects a lost engine again once the engine is back
  *                  (a loded restarted on the same address), so the same
- *                  call made later may succeed. A write placed on a lost
- *                  engine may wait up to one more timeout for a map that
- *                  says why before it fails
+ *                  call made later may succeed. A write in flight when
+ *                  its engine is lost may wait up to one more timeout for
+ *                  a map that says why before it fails
  *   -EPROTO        the server sent something this client cannot parse
  *
  * Asynchrony: every call that moves data takes `lode_event_t *ev`. With ev
