@@ -2266,7 +2266,6 @@ void conn_expire(lode_conn_t *c, int why)
 			 lode_strerror(why));
 	conn_drain(c);
 	conn_fail(c, -LODE_ECAPEXPIRED);
-	c->expired = true;
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -2275,32 +2274,33 @@ bool conn_expired(lode_conn_t *c)
 	bool expired;
 
 	pthread_mutex_lock(&c->lock);
-	expired = c->expired;
+	expired = c->failed == -LODE_ECAPEXPIRED;
 	pthread_mutex_unlock(&c->lock);
 	return expired;
 }
 
 int conn_target_reach(lode_conn_t *c, unsigned t)
 {
+	const struct conn_engine *ce;
 	const struct layout_engine *le;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
-	if (t >= c->ntargets) {
+	ce = t < c->ntargets ? &c->eng[c->w[t].eng] : NULL;
+	if (!ce) {
 		rc = 1;
-	} else if (!c->eps[t] || c->eng[c->w[t].eng].lost || c->eng[c->w[t].eng].joining) {
-		/* Being connected for the first time (joining, not lost): as
-		 * before it joined; conn_engines_fresh's callers go again. */
-		le = c->map && c->eng[c->w[t].eng].lost
-			     ? layout_map_engine(c->map, c->eng[c->w[t].eng].id)
-			     : NULL;
-		rc = le && (le->state == LAYOUT_UP || le->state == LAYOUT_DRAIN ||
-			    le->state == LAYOUT_NEW)
-			     ? -EHOSTDOWN
-			     : 1;
-		/* A map that says DOWN ends the refusals: ask for one. */
-		if (rc < 0)
+	} else if (!c->eps[t] || ce->lost || ce->joining) {
+		/* Skipped: an engine being connected for the first time (as
+		 * before it joined; conn_engines_fresh's callers go again), or
+		 * one the map no longer has serving. */
+		rc = 1;
+		le = c->map && ce->lost ? layout_map_engine(c->map, ce->id) : NULL;
+		if (le && (le->state == LAYOUT_UP || le->state == LAYOUT_DRAIN ||
+			   le->state == LAYOUT_NEW)) {
+			rc = -EHOSTDOWN;
+			/* A map that says DOWN ends the refusals: ask for one. */
 			conn_map_wake(c, atomic_load(&c->map_ver) + 1);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;

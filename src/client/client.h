@@ -195,7 +195,6 @@ struct lode_conn {
 	pthread_cond_t renewer_cond;
 	pthread_mutex_t catch_lock; /* one conn_engines_catch_up at a time */
 	char mgmt_err[320];         /* the last failed RPC's message */
-	bool expired;               /* conn_expire failed it: the renewer rests */
 	/* The pool map's version requests carry (from Connect, then PoolMapGet
 	 * when an engine says it is stale); map_want is the newest an engine
 	 * named, which the renewer thread fetches. */

@@ -141,20 +141,29 @@ static int submit_or_free(struct creq *r, int rc, lode_event_t *ev, struct creq 
 	return creq_submit(r, ev, parent);
 }
 
+/*
+ * 0 when a call that reaches every target may go ahead, -EHOSTDOWN when a
+ * target it may not skip is lost (conn_target_reach): asked before
+ * anything is sent, so that the call is not done on some targets only.
+ */
+static int targets_reachable(lode_conn_t *c)
+{
+	for (unsigned i = 0; i < c->ntargets; i++)
+		if (conn_target_reach(c, i) < 0)
+			return -EHOSTDOWN;
+	return 0;
+}
+
 /* Send op to every target under one parent; ev NULL blocks. */
 static int broadcast(lode_conn_t *c, uint16_t op, const struct net_args *a, lode_event_t *ev)
 {
 	struct creq *p;
-	int rc = 0;
+	int rc;
 
-	/* A target it may not skip fails it before anything is sent, so that
-	 * it is not done on some targets only. */
-	for (unsigned i = 0; i < c->ntargets; i++)
-		if ((rc = conn_target_reach(c, i)) < 0)
-			return rc;
+	if ((rc = targets_reachable(c)) < 0)
+		return rc;
 	if (!(p = creq_new(c, 0, 0)))
 		return -ENOMEM;
-	rc = 0;
 	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
 		struct creq *r;
 
@@ -1830,11 +1839,8 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 			return rc;
 		conn_engines_fresh(ct->c);
 	}
-	/* A target it may not skip fails it before anything is made, so that
-	 * no snapshot is left on some targets only. */
-	for (unsigned i = 0; i < ct->c->ntargets; i++)
-		if ((rc = conn_target_reach(ct->c, i)) < 0)
-			return rc;
+	if ((rc = targets_reachable(ct->c)) < 0)
+		return rc; /* no snapshot left on some targets only */
 	/* The first reachable target's clock picks the epoch; the others
 	 * retain the same one. */
 	first = conn_target_first(ct->c);

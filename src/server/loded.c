@@ -256,7 +256,8 @@ static char svc_listen[300], svc_cred[4300];
 
 static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 {
-	static char listen[300], state[4200], cred[4300], port_file[4220];
+	static char listen[300], state[4200], cred[4300];
+	char port_file[4220] = ""; /* where the port is kept, when loded picks it */
 	unsigned old_port = 0;
 	static struct mgmt_replica reps[MGMT_REPLICAS_MAX];
 	struct srv_replica sr[SRV_REPLICAS_MAX];
@@ -268,6 +269,10 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 	char host[260], msg[512] = "", text[300];
 	int rc;
 
+	if (c->mgmt_state[0])
+		snprintf(state, sizeof(state), "%s", c->mgmt_state);
+	else
+		snprintf(state, sizeof(state), "%s/mgmt", c->path);
 	if (c->mgmt_replicas[0]) {
 		/* A replica listens where the others' redirects send clients. */
 		int n = srv_replicas_parse(c->mgmt_replicas, sr, msg, sizeof(msg));
@@ -283,21 +288,13 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 		mc.nreplicas = n > 0 ? (unsigned)n : 0;
 		mc.replica_id = c->mgmt_replica_id;
 		mc.election_ms = c->mgmt_election_ms;
-	}
-	if (c->mgmt_state[0])
-		snprintf(state, sizeof(state), "%s", c->mgmt_state);
-	else
-		snprintf(state, sizeof(state), "%s/mgmt", c->path);
-	snprintf(port_file, sizeof(port_file), "%s/mgmt.port", state);
-	if (c->mgmt_replicas[0]) {
-		port_file[0] = 0;
 	} else if (c->mgmt_listen[0]) {
 		snprintf(listen, sizeof(listen), "%s", c->mgmt_listen);
-		port_file[0] = 0;
 	} else {
 		/* Any free port the first time, then the same one at every start,
 		 * so that clients connected before a restart find the service again
 		 * where they left it (src/client/README.md). */
+		snprintf(port_file, sizeof(port_file), "%s/mgmt.port", state);
 		addr_host(c->listen, host, sizeof(host));
 		old_port = port_remembered(port_file);
 		snprintf(listen, sizeof(listen), "%s:%u", host, old_port);
