@@ -776,6 +776,17 @@ static int op_connect(struct mgmt *m, const struct caller *unused, const void *i
 			memcpy(r->pool_targets, p->targets, p->n_targets * sizeof(uint32_t));
 			r->n_pool_targets = p->n_targets;
 		}
+		r->mgmt_replicas = rb_array(&b, m->nreplicas, sizeof(char *));
+		for (unsigned i = 0; r->mgmt_replicas && i < m->nreplicas; i++) {
+			/* Not rb_str: a repeated string's elements are all freed. */
+			char *a = strdup(m->replicas[i].grpc);
+
+			if (!a) {
+				b.oom = true;
+				break;
+			}
+			r->mgmt_replicas[r->n_mgmt_replicas++] = a;
+		}
 	}
 	OPENSSL_cleanse(tok, sizeof(tok));
 	return rb_done(&b, r, reply, msg, msg_cap);

@@ -156,6 +156,7 @@ def run(args, pb, pbg, tmp):
           [t.id for t in r.map.engines[0].targets] == [0, 1],
           "pool map: engine 0 with its address and targets 0, 1")
     check(list(r.pool_targets) == [0, 1], "default pool spans both targets")
+    check(len(r.mgmt_replicas) == 0, "an unreplicated service names no replicas")
     _, _, d1 = code_of(mg.Connect, pb.ConnectRequest(user="admin", secret=b"wrong"), timeout=T)
     _, _, d2 = code_of(mg.Connect, pb.ConnectRequest(user="nobody", secret=b"wrong"), timeout=T)
     expect(grpc.StatusCode.UNAUTHENTICATED, "Connect with a wrong secret", mg.Connect,
