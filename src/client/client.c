@@ -1503,6 +1503,19 @@ static int boot(const char *addr, unsigned timeout_ms, bool *loopback, void **ms
 	return 0;
 }
 
+int conn_mgmt_port_ask(lode_conn_t *c, struct sockaddr_storage *server, uint16_t *port)
+{
+	struct net_welcome w;
+	bool loopback;
+	void *msg = NULL;
+	int rc = boot(c->server, c->timeout_ms, &loopback, &msg, &w, server);
+
+	if (rc == 0)
+		*port = w.mgmt_port;
+	free(msg);
+	return rc;
+}
+
 static int choose_transport(const struct lode_conn_opts *opts, const struct net_welcome *w,
 			    uint32_t *tp)
 {
@@ -1695,6 +1708,7 @@ static lode_conn_t *conn_alloc(const char *addr, const struct lode_conn_opts *op
 	pthread_mutex_init(&c->renew_lock, NULL);
 	pthread_mutex_init(&c->renewer_lock, NULL);
 	pthread_mutex_init(&c->catch_lock, NULL);
+	pthread_mutex_init(&c->mgmt_lock, NULL);
 	pthread_cond_init(&c->renewer_cond, NULL);
 	c->epfd = -1;
 	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
@@ -2221,6 +2235,7 @@ int lode_disconnect(lode_conn_t *c)
 	pthread_mutex_destroy(&c->renew_lock);
 	pthread_mutex_destroy(&c->renewer_lock);
 	pthread_mutex_destroy(&c->catch_lock);
+	pthread_mutex_destroy(&c->mgmt_lock);
 	pthread_cond_destroy(&c->renewer_cond);
 	layout_map_free(c->map);
 	layout_map_free(c->map_next);

@@ -5,6 +5,7 @@
 #ifndef LODE_CLIENT_CLIENT_H
 #define LODE_CLIENT_CLIENT_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -24,6 +25,9 @@
 /* Targets of one connection, all engines together (each engine's own limit
  * on the wire is NET_TARGETS_MAX), and engines of the pool map it serves. */
 #define CONN_TARGETS_MAX 256
+/* Management addresses a connection tries: login's, five replicas, two more
+ * where the service moved to. */
+#define CONN_MGMT_ALTS 8
 #define CONN_ENGINES_MAX 64
 
 struct creq;
@@ -179,8 +183,22 @@ struct lode_conn {
 	struct cbuf *bufs;
 	unsigned nbufs, bufs_cap;
 	uint64_t next_reg;
-	/* The control plane (session.c). */
+	/* The control plane (session.c). Calls go to mgmt (read and set
+	 * atomically). When its replica is gone, a call that may be repeated
+	 * goes to the others in mgmt_alt (the one login used, the replicas
+	 * Connect named, then where the service is now: see mgmt_where), and
+	 * the first that answers becomes mgmt. Channels stay open until
+	 * logout: other threads may be calling on any of them. */
 	struct rpc_channel *mgmt;
+	struct conn_mgmt_alt {
+		char addr[256];
+		struct rpc_channel *ch; /* NULL until called */
+	} mgmt_alt[CONN_MGMT_ALTS];
+	unsigned nmgmt_alt;
+	pthread_mutex_t mgmt_lock;  /* mgmt_alt, mgmt_gen; one failover at a time */
+	unsigned mgmt_gen;          /* failovers done, under mgmt_lock */
+	bool mgmt_welcome;          /* login's address came from loded's welcome */
+	char mgmt_file[PATH_MAX];   /* ... or from this credentials file's mgmt line */
 	char pool[128];
 	struct lode_uuid pool_uuid;
 	uint8_t tok[AUTH_CAP_SIZE]; /* the pool-wide capability */
@@ -236,6 +254,7 @@ struct conn_cred {
 	char user[128];
 	char secret[AUTH_SECRET_MAX + 1];
 	char mgmt[256];
+	char mgmt_file[PATH_MAX]; /* the file mgmt came from, or "" ($LODE_MGMT, none) */
 	char tls_ca[4096];
 	char pool[128];
 	char tenant_key[4096]; /* the file holding the tenant key (keys.c), or "" */
@@ -262,6 +281,14 @@ struct conn_cont_info {
 
 /* Read a credentials file ("key: value" lines). Errors: -errno, -EINVAL. */
 int cred_file_load(const char *path, struct conn_cred *cr);
+
+/*
+ * Ask the engine c bootstrapped from (c->server) for its welcome again: the
+ * management service's port it names now (0: none) and the address it
+ * answered at. Blocks up to three of c's timeouts (connect, send, reply).
+ * Errors: boot's (-ECONNREFUSED, -ETIMEDOUT, -EPROTO: not a loded, ...).
+ */
+int conn_mgmt_port_ask(lode_conn_t *c, struct sockaddr_storage *server, uint16_t *port);
 
 /* Find credentials, reach the management service the welcome names and
  * Connect. Errors: as lode_connect's. */

@@ -77,6 +77,7 @@ int cred_file_load(const char *path, struct conn_cred *cr)
 
 	if (!f)
 		return -errno;
+	setvbuf(f, NULL, _IONBF, 0); /* the secret in no buffer but line, wiped */
 	while (fgets(line, sizeof(line), f)) {
 		char *k = trim(line), *v = strchr(k, ':');
 
@@ -85,6 +86,7 @@ int cred_file_load(const char *path, struct conn_cred *cr)
 			continue;
 		if (!v) {
 			fclose(f);
+			explicit_bzero(line, sizeof(line));
 			return -EINVAL;
 		}
 		*v++ = 0;
@@ -105,6 +107,7 @@ int cred_file_load(const char *path, struct conn_cred *cr)
 		/* Unknown keys are for newer versions: ignored. */
 	}
 	fclose(f);
+	explicit_bzero(line, sizeof(line));
 	return lineno ? 0 : -EINVAL;
 }
 
@@ -147,6 +150,8 @@ static int cred_find(const struct lode_conn_opts *o, struct conn_cred *cr)
 		else
 			cred_default_path(path, sizeof(path));
 		rc = cred_file_load(path, cr);
+		if (rc == 0 && cr->mgmt[0])
+			snprintf(cr->mgmt_file, sizeof(cr->mgmt_file), "%s", path);
 		if (rc == -ENOENT && !(f && *f))
 			rc = -LODE_EAUTH;
 		else if (rc == -ENOENT)
@@ -154,8 +159,10 @@ static int cred_find(const struct lode_conn_opts *o, struct conn_cred *cr)
 		if (rc < 0)
 			return rc;
 	}
-	if ((env = getenv("LODE_MGMT")) && *env)
+	if ((env = getenv("LODE_MGMT")) && *env) {
 		snprintf(cr->mgmt, sizeof(cr->mgmt), "%s", env);
+		cr->mgmt_file[0] = '\0';
+	}
 	if ((env = getenv("LODE_TLS_CA")) && *env)
 		snprintf(cr->tls_ca, sizeof(cr->tls_ca), "%s", env);
 	if (o && o->pool && *o->pool)
@@ -182,24 +189,24 @@ static int call_errno(int st, int not_found)
  * A replicated service's follower answers a call it must not serve with
  * UNAVAILABLE naming the leader, or saying there is none yet (src/mgmt
  * README, "Replication"): call the leader on a channel of its own for this
- * call (c->mgmt stays as it is: other threads use it), or wait a moment and
+ * call (ch stays as it is: other threads use it), or wait a moment and
  * ask again. A few tries, then the last answer stands. Only those two
  * answers are retried: they say the call was not served at all.
  */
-static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
-		     const ProtobufCMessageDescriptor *rd, const uint8_t *cap, ProtobufCMessage **rep,
-		     int not_found)
+static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
+		    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rd,
+		    const uint8_t *cap, ProtobufCMessage **rep, char *msg, size_t msg_cap)
 {
-	rpc_channel_t *ch = c->mgmt, *led = NULL;
-	char msg[256] = "", leader[256];
+	rpc_channel_t *led = NULL;
+	char leader[256];
 	int st;
 
 	for (int try = 0;; try++) {
 		int r;
 
 		msg[0] = '\0';
-		st = rpc_call(ch, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0, c->timeout_ms, rep,
-			      msg, sizeof(msg));
+		st = rpc_call(led ? led : ch, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0,
+			      timeout_ms, rep, msg, msg_cap);
 		if (st != RPC_UNAVAILABLE || try == 12)
 			break;
 		r = rpc_redirect_parse(msg, leader, sizeof(leader));
@@ -211,14 +218,164 @@ static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage 
 		if (led)
 			rpc_channel_close(led);
 		led = NULL;
-		ch = c->mgmt;
-		if (r == 1 && rpc_channel_reopen(c->mgmt, leader, &led) == 0)
-			ch = led;
-		else
+		if (r != 1 || rpc_channel_reopen(ch, leader, &led) < 0)
 			usleep(250000); /* no leader yet */
 	}
 	if (led)
 		rpc_channel_close(led);
+	return st;
+}
+
+/* Whether an answer says the replica called is gone: it did not answer in
+ * time or could not be reached (a redirect or "no leader yet" comes from a
+ * live one). */
+static bool mgmt_gone(int st, const char *msg)
+{
+	char addr[256];
+
+	return st == RPC_DEADLINE_EXCEEDED ||
+	       (st == RPC_UNAVAILABLE && rpc_redirect_parse(msg, addr, sizeof(addr)) < 0);
+}
+
+/* Whether a call may go to another replica after this one failed to answer
+ * it: it reads, or what it changes is harmless to do twice (a renewal, a
+ * container's capability). */
+static bool mgmt_repeatable(const char *method)
+{
+	static const char *const tails[] = {"ListAll", "Query", "Get"};
+	size_t n;
+
+	if (strncmp(method, M(""), strlen(M(""))) != 0)
+		return false;
+	method += strlen(M(""));
+	if (strcmp(method, "RenewCapability") == 0 || strcmp(method, "OpenContainer") == 0)
+		return true;
+	n = strlen(method);
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++)
+		if (n > strlen(tails[i]) && strcmp(method + n - strlen(tails[i]), tails[i]) == 0)
+			return true;
+	return false;
+}
+
+static int mgmt_addr(const struct sockaddr_storage *ss, unsigned port, const struct conn_cred *cr,
+		     char *out, size_t cap);
+
+/* Add addr to the addresses tried (unless there, or no room); its index. */
+static int mgmt_alt_add(lode_conn_t *c, const char *addr)
+{
+	for (unsigned i = 0; i < c->nmgmt_alt; i++)
+		if (strcmp(c->mgmt_alt[i].addr, addr) == 0)
+			return (int)i;
+	if (c->nmgmt_alt == CONN_MGMT_ALTS || strlen(addr) >= sizeof(c->mgmt_alt[0].addr))
+		return -1;
+	snprintf(c->mgmt_alt[c->nmgmt_alt].addr, sizeof(c->mgmt_alt[0].addr), "%s", addr);
+	c->mgmt_alt[c->nmgmt_alt].ch = NULL;
+	return (int)c->nmgmt_alt++;
+}
+
+/*
+ * Where the management service is now, looked for the way login found it,
+ * added to the addresses tried: the credentials file's mgmt line read
+ * again (loded rewrites its admin file at each start), and the port a new
+ * welcome names. A service of one loded that had to take another port at
+ * its restart (src/server: only when its old one is taken) says so in
+ * both. Nothing when login's address was given ($LODE_MGMT).
+ */
+static void mgmt_look(lode_conn_t *c)
+{
+	struct sockaddr_storage ss;
+	struct conn_cred cr = {0};
+	uint16_t port = 0;
+	char addr[300];
+
+	if (c->mgmt_file[0]) {
+		if (cred_file_load(c->mgmt_file, &cr) == 0 && cr.mgmt[0])
+			mgmt_alt_add(c, cr.mgmt);
+		explicit_bzero(&cr, sizeof(cr));
+	}
+	if ((c->mgmt_file[0] || c->mgmt_welcome) && conn_mgmt_port_ask(c, &ss, &port) == 0 &&
+	    mgmt_addr(&ss, port, &cr, addr, sizeof(addr)) == 0)
+		mgmt_alt_add(c, addr);
+}
+
+/*
+ * The replica behind ch failed to answer a call that may be repeated: call
+ * the other addresses in turn, then where the service is now (mgmt_look),
+ * and make the first that answers the connection's channel. The threads
+ * take turns (mgmt_lock); one that finds another moved on calls there, and
+ * one that finds a failover ended while it waited, without finding the
+ * service, gives up with its own answer. Addresses are tried for at most
+ * three timeouts. Returns the last status.
+ */
+static int mgmt_failover(lode_conn_t *c, rpc_channel_t *ch, unsigned gen, const char *method,
+			 const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rd,
+			 const uint8_t *cap, ProtobufCMessage **rep, int st, char *msg,
+			 size_t msg_cap)
+{
+	int64_t until = now_ms() + 3 * (int64_t)c->timeout_ms;
+	rpc_channel_t *cur;
+	bool looked = false;
+
+	pthread_mutex_lock(&c->mgmt_lock);
+	cur = __atomic_load_n(&c->mgmt, __ATOMIC_ACQUIRE);
+	if (cur != ch) {
+		pthread_mutex_unlock(&c->mgmt_lock);
+		return mgmt_try(cur, c->timeout_ms, method, req, rd, cap, rep, msg, msg_cap);
+	}
+	if (c->mgmt_gen != gen) {
+		pthread_mutex_unlock(&c->mgmt_lock);
+		return st;
+	}
+	for (unsigned i = 0; now_ms() < until; i++) {
+		struct conn_mgmt_alt *a;
+
+		if (i == c->nmgmt_alt && !looked) {
+			looked = true;
+			mgmt_look(c);
+		}
+		if (i >= c->nmgmt_alt)
+			break;
+		a = &c->mgmt_alt[i];
+		if (a->ch == ch || (!a->ch && rpc_channel_reopen(ch, a->addr, &a->ch) < 0))
+			continue;
+		st = mgmt_try(a->ch, c->timeout_ms, method, req, rd, cap, rep, msg, msg_cap);
+		if (!mgmt_gone(st, msg)) {
+			__atomic_store_n(&c->mgmt, a->ch, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	c->mgmt_gen++;
+	pthread_mutex_unlock(&c->mgmt_lock);
+	return st;
+}
+
+static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *req,
+		     const ProtobufCMessageDescriptor *rd, const uint8_t *cap, ProtobufCMessage **rep,
+		     int not_found)
+{
+	rpc_channel_t *ch = __atomic_load_n(&c->mgmt, __ATOMIC_ACQUIRE);
+	unsigned gen;
+	char msg[256] = "";
+	int st;
+
+	pthread_mutex_lock(&c->mgmt_lock);
+	gen = c->mgmt_gen;
+	pthread_mutex_unlock(&c->mgmt_lock);
+	st = mgmt_try(ch, c->timeout_ms, method, req, rd, cap, rep, msg, sizeof(msg));
+	if (mgmt_gone(st, msg) && mgmt_repeatable(method)) {
+		st = mgmt_failover(c, ch, gen, method, req, rd, cap, rep, st, msg, sizeof(msg));
+	} else if (mgmt_gone(st, msg) && cap) {
+		/* A change is not sent twice, but the next call should not find
+		 * the same dead replica: look for the service with a read. */
+		Lode__Mgmt__V1__Empty e = LODE__MGMT__V1__EMPTY__INIT;
+		ProtobufCMessage *map = NULL;
+		char m2[256];
+
+		mgmt_failover(c, ch, gen, M("PoolMapGet"), &e.base,
+			      &lode__mgmt__v1__pool_map__descriptor, cap, &map, st, m2, sizeof(m2));
+		if (map)
+			protobuf_c_message_free_unpacked(map, NULL);
+	}
 	if (st != RPC_OK) {
 		snprintf(c->mgmt_err, sizeof(c->mgmt_err), "%s: %s", method + 19, msg);
 		return call_errno(st, not_found);
@@ -235,9 +392,9 @@ static int token_take(const ProtobufCBinaryData *b, uint8_t *out)
 }
 
 /* The management address: the credentials' or the environment's, else the
- * host we bootstrapped from with the port the welcome named. */
-static int mgmt_addr(const struct sockaddr_storage *ss, const struct net_welcome *w,
-		     const struct conn_cred *cr, char *out, size_t cap)
+ * host we bootstrapped from with the port its welcome named. */
+static int mgmt_addr(const struct sockaddr_storage *ss, unsigned port, const struct conn_cred *cr,
+		     char *out, size_t cap)
 {
 	char ip[INET6_ADDRSTRLEN];
 
@@ -245,14 +402,14 @@ static int mgmt_addr(const struct sockaddr_storage *ss, const struct net_welcome
 		snprintf(out, cap, "%s", cr->mgmt);
 		return 0;
 	}
-	if (!w->mgmt_port)
+	if (!port)
 		return -EPROTONOSUPPORT;
 	if (ss->ss_family == AF_INET6) {
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, sizeof(ip));
-		snprintf(out, cap, "[%s]:%u", ip, w->mgmt_port);
+		snprintf(out, cap, "[%s]:%u", ip, port);
 	} else {
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, sizeof(ip));
-		snprintf(out, cap, "%s:%u", ip, w->mgmt_port);
+		snprintf(out, cap, "%s:%u", ip, port);
 	}
 	return 0;
 }
@@ -323,11 +480,20 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	}
 	if (rc < 0)
 		return rc;
-	if ((rc = mgmt_addr(server, w, &cr, addr, sizeof(addr))) < 0)
+	if ((rc = mgmt_addr(server, w->mgmt_port, &cr, addr, sizeof(addr))) < 0)
 		goto out;
 	tls.ca = cr.tls_ca[0] ? cr.tls_ca : NULL;
 	if ((rc = rpc_channel_open(addr, w->mgmt_tls ? &tls : NULL, &c->mgmt)) < 0)
 		goto out;
+	if (mgmt_alt_add(c, addr) != 0) { /* the list is empty, addr short: never */
+		rpc_channel_close(c->mgmt);
+		c->mgmt = NULL;
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
+	c->mgmt_alt[0].ch = c->mgmt;
+	c->mgmt_welcome = !cr.mgmt[0];
+	snprintf(c->mgmt_file, sizeof(c->mgmt_file), "%s", cr.mgmt_file);
 	snprintf(c->pool, sizeof(c->pool), "%s", cr.pool);
 	if (!rep) {
 		req.user = cr.user;
@@ -344,6 +510,8 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	if (rc == 0 && rep->pool_uuid.len == sizeof(c->pool_uuid.b))
 		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
 	c->tok_expires_ms = rep->expires_unix_ms;
+	for (size_t i = 0; i < rep->n_mgmt_replicas; i++)
+		mgmt_alt_add(c, rep->mgmt_replicas[i]);
 	if (rep->map) {
 		atomic_store(&c->map_ver, rep->map->version);
 		conn_map_take(c, rep->map);
@@ -414,8 +582,11 @@ void conn_renewer_stop(lode_conn_t *c)
 void conn_logout(lode_conn_t *c)
 {
 	conn_renewer_stop(c);
-	if (c->mgmt)
-		rpc_channel_close(c->mgmt);
+	for (unsigned i = 0; i < c->nmgmt_alt; i++)
+		if (c->mgmt_alt[i].ch)
+			rpc_channel_close(c->mgmt_alt[i].ch);
+	memset(c->mgmt_alt, 0, sizeof(c->mgmt_alt));
+	c->nmgmt_alt = 0;
 	c->mgmt = NULL;
 	free(c->caps);
 	c->caps = NULL;
@@ -496,7 +667,8 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 	int64_t now = now_ms(), exp, next;
 	int rc;
 
-	if (!c->mgmt || (!force && now < atomic_load(&c->renew_at_ms)))
+	if (!__atomic_load_n(&c->mgmt, __ATOMIC_ACQUIRE) ||
+	    (!force && now < atomic_load(&c->renew_at_ms)))
 		return;
 	if (pthread_mutex_trylock(&c->renew_lock) != 0)
 		return; /* another thread renews; the old tokens are still good */
@@ -537,8 +709,10 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 		cont = c->caps[i].cont;
 		memcpy(old, c->caps[i].tok, sizeof(old));
 		pthread_mutex_unlock(&c->lock);
-		if (renew_one(c, old, tok, &cexp) < 0) {
+		if ((rc = renew_one(c, old, tok, &cexp)) < 0) {
 			next = now + RENEW_RETRY_MS;
+			if (rc == -ETIMEDOUT || rc == -ECONNREFUSED)
+				break; /* the service is gone: the rest in a second */
 			continue;
 		}
 		pthread_mutex_lock(&c->lock);

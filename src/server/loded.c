@@ -326,7 +326,7 @@ static int mgmt_host(struct srv_config *c, struct srv *s, mgmt_t **out)
 	rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg));
 	if (rc == -EADDRINUSE && old_port) {
 		srv_log("management service: port %u, its port before, is not free (%s): "
-			"it takes any free port; clients connected before must connect again",
+			"it takes any free port (clients connected before find it again)",
 			old_port, msg[0] ? msg : lode_strerror(rc));
 		snprintf(listen, sizeof(listen), "%s:0", host);
 		rc = mgmt_start(&mc, &hooks, out, msg, sizeof(msg));

@@ -7,10 +7,12 @@
 # leader's loded leaves a new leader serving within seconds with what was
 # created before, and new changes commit; that a data-plane client keeps
 # writing across the leader change (its token, signed by the old leader,
-# verifies on every engine); that the killed loded restarted on its
-# directories catches up (its state.pb and its own answers have a change
-# made while it was down); that with two of three down a write fails with
-# UNAVAILABLE instead of succeeding; and that a one-replica group starts.
+# verifies on every engine), and so does one whose engine and replica were
+# the leader's (it calls another replica); that the killed loded
+# restarted on its directories catches up (its state.pb and its own
+# answers have a change made while it was down); that with two of three
+# down a write fails with UNAVAILABLE instead of succeeding; and that a
+# one-replica group starts.
 #
 # usage: mgmt_raft_test.sh LODED LODE
 set -u
@@ -111,10 +113,17 @@ wait_for 5 sh -c "LODE_MGMT=${G[$f]} '$lode' --addr ${A[$f]} cont list | grep -q
 	failed "cont list through follower $f: $(L "$f" cont list)"
 check "kv put before the leader change" 0 L "$f" kv put data o k0 v0
 
+check "cont create through the leader" 0 L "$ld" cont create data2 --class RP_2
+
 # ---- kill -9 of the leader; a client of a follower keeps writing ----
 L "$f" bench --cont data --rw write --bs 4k --size 4M --runtime 5 --ceiling 0 --json \
 	>"$dir/bench.json" 2>"$dir/bench.err" &
 bench=$!
+# ... and so does a client of the leader: its engine and its replica die,
+# and it finds the service on another replica for the map that says so.
+L "$ld" bench --cont data2 --rw write --bs 4k --size 4M --runtime 8 --ceiling 0 --json \
+	>"$dir/bench2.json" 2>"$dir/bench2.err" &
+bench2=$!
 sleep 1
 kill -9 "${lpid[$ld]}"
 wait "${lpid[$ld]}" 2>/dev/null
@@ -133,6 +142,11 @@ wait "$bench"
 rc=$?
 [ "$rc" -eq 0 ] || { failed "bench across the leader change exited $rc"; cat "$dir/bench.err"; }
 grep -q '"errors":0,' "$dir/bench.json" || failed "bench saw errors: $(cat "$dir/bench.json")"
+wait "$bench2"
+rc=$?
+[ "$rc" -eq 0 ] || { failed "bench of the leader's client exited $rc"; cat "$dir/bench2.err"; }
+grep -q '"errors":0,' "$dir/bench2.json" ||
+	failed "bench of the leader's client saw errors: $(cat "$dir/bench2.json")"
 check "kv get of what was written before" 0 L "$f" kv get data o k0
 [ "$(cat "$dir/out")" = v0 ] || failed "kv get k0: $(cat "$dir/out")"
 check "kv put after the leader change" 0 L "$f" kv put data o k1 v1

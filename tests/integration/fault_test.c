@@ -30,10 +30,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -549,6 +551,91 @@ static void test_expired_while_away(void **state)
 	hs_cleanup(s);
 }
 
+static int squat = -1; /* test_mgmt_moved's listener on the old port */
+
+/* The value of "KEY: value" in the credentials file at path, into out. */
+static void cred_line(const char *path, const char *key, char *out, size_t cap)
+{
+	char line[1024];
+	size_t kl = strlen(key);
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+			snprintf(out, cap, "%s", line + kl + 1 + strspn(line + kl + 1, " "));
+			out[strcspn(out, "\n")] = '\0';
+		}
+	fclose(f);
+	assert_true(out[0] != '\0');
+}
+
+/*
+ * The management service moved: its port was taken while loded was down,
+ * so it came back on another (src/server). Connections made before find it
+ * again (src/client/README.md): one that read the service's address from
+ * the credentials file reads it there again, one that learnt it from
+ * loded's welcome asks for a new welcome. Both serve again, and open a
+ * container, which only the service can grant.
+ */
+static void test_mgmt_moved(void **state)
+{
+	struct hs_opts o = {.targets = 1, .ram = false};
+	struct hs_server *s = &srv;
+	struct lode_conn_opts wo = {.transport = "tcp", .timeout_ms = TIMEOUT_MS};
+	char mgmt0[300], mgmt1[300], user[128], secret[256];
+	lode_conn_t *cf, *cw;
+	lode_cont_t *ctf, *ctw, *ct2;
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	uint8_t v[SMALL];
+	int one = 1;
+
+	assert_int_equal(hs_start(s, &o), 0);
+	cred_line(s->cred, "mgmt", mgmt0, sizeof(mgmt0));
+	cred_line(s->cred, "user", user, sizeof(user));
+	cred_line(s->cred, "secret", secret, sizeof(secret));
+	connect_any(s, "tcp", &cf); /* the file's mgmt line */
+	wo.user = user;             /* no file: the welcome's port */
+	wo.secret = secret;
+	assert_int_equal(lode_connect(s->addr, &wo, &cw), 0);
+	assert_int_equal(lode_cont_create(cf, "moved", NULL), 0);
+	assert_int_equal(lode_cont_open(cf, "moved", &ctf), 0);
+	assert_int_equal(lode_cont_open(cw, "moved", &ctw), 0);
+	value_fill(9, 9, v, SMALL);
+	assert_int_equal(lode_kv_put(ctf, kv_oid, "k", v, SMALL, NULL), 0);
+
+	assert_int_equal(hs_kill(s), 0);
+	/* Take the service's port while loded is down. */
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons((uint16_t)atoi(strrchr(mgmt0, ':') + 1));
+	squat = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(squat >= 0);
+	setsockopt(squat, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(squat, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(squat, 4) < 0)
+		fail_msg("taking the management port %s: %s", mgmt0, strerror(errno));
+	assert_int_equal(hs_restart(s), 0);
+	cred_line(s->cred, "mgmt", mgmt1, sizeof(mgmt1));
+	if (strcmp(mgmt0, mgmt1) == 0)
+		fail_msg("the management service kept %s although it was taken", mgmt0);
+	print_message("  the management service moved from %s to %s\n", mgmt0, mgmt1);
+
+	back_within(s, ctf, "through the credentials file", 0, RECONNECT_MS);
+	back_within(s, ctw, "through the welcome", 0, RECONNECT_MS);
+	assert_int_equal(lode_cont_open(cf, "moved", &ct2), 0);
+	assert_int_equal(lode_cont_close(ct2), 0);
+	assert_int_equal(lode_cont_open(cw, "moved", &ct2), 0);
+	assert_int_equal(lode_cont_close(ct2), 0);
+	close(squat);
+	squat = -1;
+	lode_cont_close(ctf);
+	lode_cont_close(ctw);
+	lode_disconnect(cf);
+	lode_disconnect(cw);
+	assert_int_equal(stop_status(s, "a moved management service"), 0);
+	hs_cleanup(s);
+}
+
 /* ---- b: a stalled server ------------------------------------------------------------ */
 
 /*
@@ -1048,6 +1135,10 @@ static void test_sigterm_stalled_client(void **state)
 
 static int teardown(void **state)
 {
+	if (squat >= 0) {
+		close(squat);
+		squat = -1;
+	}
 	if (child > 0) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
@@ -1062,6 +1153,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_kill9_midstream, teardown),
 		cmocka_unit_test_teardown(test_expired_while_away, teardown),
+		cmocka_unit_test_teardown(test_mgmt_moved, teardown),
 		cmocka_unit_test_teardown(test_sigstop_timeout, teardown),
 		cmocka_unit_test_teardown(test_sigterm_drain, teardown),
 		cmocka_unit_test_teardown(test_client_exits_midstream, teardown),
