@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/client.h"
 #include "harness.h"
 
 #define TIMEOUT_MS 3000      /* the connections' request timeout */
@@ -571,13 +572,30 @@ static void cred_line(const char *path, const char *key, char *out, size_t cap)
 	assert_true(out[0] != '\0');
 }
 
+/* TenantCreate NAME through c's control plane. */
+static int tenant_create(lode_conn_t *c, const char *name)
+{
+	Lode__Mgmt__V1__NameRef req = LODE__MGMT__V1__NAME_REF__INIT;
+	ProtobufCMessage *rep = NULL;
+	int rc;
+
+	req.name = (char *)name;
+	rc = conn_mgmt_call(c, "/lode.mgmt.v1.Mgmt/TenantCreate", &req.base,
+			    &lode__mgmt__v1__tenant__descriptor, &rep, -ENOENT);
+	if (rep)
+		protobuf_c_message_free_unpacked(rep, NULL);
+	return rc;
+}
+
 /*
  * The management service moved: its port was taken while loded was down,
  * so it came back on another (src/server). Connections made before find it
  * again (src/client/README.md): one that read the service's address from
  * the credentials file reads it there again, one that learnt it from
  * loded's welcome asks for a new welcome. Both serve again, and open a
- * container, which only the service can grant.
+ * container, which only the service can grant. A control-plane connection
+ * whose first call after the move is a change (not sent twice) has that
+ * call fail, and its next change goes to the service where it is now.
  */
 static void test_mgmt_moved(void **state)
 {
@@ -585,8 +603,10 @@ static void test_mgmt_moved(void **state)
 	struct hs_server *s = &srv;
 	struct lode_conn_opts wo = {.transport = "tcp", .timeout_ms = TIMEOUT_MS};
 	char mgmt0[300], mgmt1[300], user[128], secret[256];
-	lode_conn_t *cf, *cw;
+	lode_conn_t *cf, *cw, *cm;
 	lode_cont_t *ctf, *ctw, *ct2;
+	uint64_t t0;
+	int rc;
 	struct sockaddr_in sin = {.sin_family = AF_INET};
 	uint8_t v[SMALL];
 	int one = 1;
@@ -599,6 +619,8 @@ static void test_mgmt_moved(void **state)
 	wo.user = user;             /* no file: the welcome's port */
 	wo.secret = secret;
 	assert_int_equal(lode_connect(s->addr, &wo, &cw), 0);
+	wo.user = wo.secret = NULL;
+	assert_int_equal(conn_mgmt_connect(s->addr, &wo, &cm), 0);
 	assert_int_equal(lode_cont_create(cf, "moved", NULL), 0);
 	assert_int_equal(lode_cont_open(cf, "moved", &ctf), 0);
 	assert_int_equal(lode_cont_open(cw, "moved", &ctw), 0);
@@ -626,6 +648,13 @@ static void test_mgmt_moved(void **state)
 	assert_int_equal(lode_cont_close(ct2), 0);
 	assert_int_equal(lode_cont_open(cw, "moved", &ct2), 0);
 	assert_int_equal(lode_cont_close(ct2), 0);
+	rc = tenant_create(cm, "moved1");
+	print_message("  a change on the old port: %s\n", lode_strerror(rc));
+	assert_true(rc < 0);
+	t0 = now_ms();
+	assert_int_equal(tenant_create(cm, "moved2"), 0);
+	assert_true(now_ms() - t0 < TIMEOUT_MS); /* not the old port again */
+	lode_disconnect(cm);
 	close(squat);
 	squat = -1;
 	lode_cont_close(ctf);
