@@ -383,7 +383,13 @@ struct lode_anchor {
 	uint8_t key[2 + LODE_KEY_MAX];
 };
 
-/* Objects with something visible at epoch: fills up to max; returns the count. */
+/*
+ * Objects with something visible at epoch: fills up to max; returns the
+ * count. Targets are listed one after another, so an object with data on
+ * several (a replicated or erasure-coded one, or one whose dkeys spread
+ * over targets) comes once per target that holds part of it; a caller
+ * that needs each object once removes the repeats.
+ */
 int lode_obj_list(lode_cont_t *cont, lode_epoch_t epoch, struct lode_anchor *anchor,
 		  struct lode_oid *oids, unsigned max);
 
