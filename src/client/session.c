@@ -191,20 +191,27 @@ static int call_errno(int st, int not_found)
  * README, "Replication"): call the leader on a channel of its own for this
  * call (ch stays as it is: other threads use it), or wait a moment and
  * ask again. A few tries, then the last answer stands. Only those two
- * answers are retried: they say the call was not served at all.
+ * answers are retried: they say the call was not served at all. *gone:
+ * the replica behind ch did not answer (mgmt_gone); not set when it did
+ * and the leader it named is what failed.
  */
+static bool mgmt_gone(int st, const char *msg);
+
 static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rd,
-		    const uint8_t *cap, ProtobufCMessage **rep, char *msg, size_t msg_cap)
+		    const uint8_t *cap, ProtobufCMessage **rep, char *msg, size_t msg_cap,
+		    bool *gone)
 {
 	rpc_channel_t *led = NULL;
 	char leader[256];
+	bool via_led = false;
 	int st;
 
 	for (int try = 0;; try++) {
 		int r;
 
 		msg[0] = '\0';
+		via_led = led != NULL;
 		st = rpc_call(led ? led : ch, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0,
 			      timeout_ms, rep, msg, msg_cap);
 		if (st != RPC_UNAVAILABLE || try == 12)
@@ -223,6 +230,7 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 	}
 	if (led)
 		rpc_channel_close(led);
+	*gone = !via_led && mgmt_gone(st, msg);
 	return st;
 }
 
@@ -314,13 +322,13 @@ static int mgmt_failover(lode_conn_t *c, rpc_channel_t *ch, unsigned gen, const 
 {
 	int64_t until = now_ms() + 3 * (int64_t)c->timeout_ms;
 	rpc_channel_t *cur;
-	bool looked = false;
+	bool looked = false, gone;
 
 	pthread_mutex_lock(&c->mgmt_lock);
 	cur = __atomic_load_n(&c->mgmt, __ATOMIC_ACQUIRE);
 	if (cur != ch) {
 		pthread_mutex_unlock(&c->mgmt_lock);
-		return mgmt_try(cur, c->timeout_ms, method, req, rd, cap, rep, msg, msg_cap);
+		return mgmt_try(cur, c->timeout_ms, method, req, rd, cap, rep, msg, msg_cap, &gone);
 	}
 	if (c->mgmt_gen != gen) {
 		pthread_mutex_unlock(&c->mgmt_lock);
@@ -338,8 +346,8 @@ static int mgmt_failover(lode_conn_t *c, rpc_channel_t *ch, unsigned gen, const 
 		a = &c->mgmt_alt[i];
 		if (a->ch == ch || (!a->ch && rpc_channel_reopen(ch, a->addr, &a->ch) < 0))
 			continue;
-		st = mgmt_try(a->ch, c->timeout_ms, method, req, rd, cap, rep, msg, msg_cap);
-		if (!mgmt_gone(st, msg)) {
+		st = mgmt_try(a->ch, c->timeout_ms, method, req, rd, cap, rep, msg, msg_cap, &gone);
+		if (!gone) {
 			__atomic_store_n(&c->mgmt, a->ch, __ATOMIC_RELEASE);
 			break;
 		}
@@ -356,15 +364,16 @@ static int mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage 
 	rpc_channel_t *ch = __atomic_load_n(&c->mgmt, __ATOMIC_ACQUIRE);
 	unsigned gen;
 	char msg[256] = "";
+	bool gone;
 	int st;
 
 	pthread_mutex_lock(&c->mgmt_lock);
 	gen = c->mgmt_gen;
 	pthread_mutex_unlock(&c->mgmt_lock);
-	st = mgmt_try(ch, c->timeout_ms, method, req, rd, cap, rep, msg, sizeof(msg));
-	if (mgmt_gone(st, msg) && mgmt_repeatable(method)) {
+	st = mgmt_try(ch, c->timeout_ms, method, req, rd, cap, rep, msg, sizeof(msg), &gone);
+	if (gone && mgmt_repeatable(method)) {
 		st = mgmt_failover(c, ch, gen, method, req, rd, cap, rep, st, msg, sizeof(msg));
-	} else if (mgmt_gone(st, msg) && cap) {
+	} else if (gone && cap) {
 		/* A change is not sent twice, but the next call should not find
 		 * the same dead replica: look for the service with a read. */
 		Lode__Mgmt__V1__Empty e = LODE__MGMT__V1__EMPTY__INIT;
