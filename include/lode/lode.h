@@ -18,8 +18,10 @@
  *   -ENOMEM        out of memory
  *   -ENOTCONN      the connection cannot move data: it is being closed, its
  *                  capability expired while the management service was
- *                  away (connect again), or a target found no session for
- *                  it
+ *                  away and it cannot log in again (its secret was passed
+ *                  in lode_conn_opts, which is not kept, or the service
+ *                  refused: connect again), or a target found no session
+ *                  for it
  *   -ETIMEDOUT     the server did not answer within the connection's timeout
  *   -ECONNRESET    the server went away while the request was in flight
  *   -EHOSTDOWN     the engine holding the data is lost (it died, went away

@@ -198,6 +198,7 @@ struct lode_conn {
 	pthread_mutex_t mgmt_lock;  /* mgmt_alt, mgmt_gen; one failover at a time */
 	unsigned mgmt_gen;          /* failovers done, under mgmt_lock */
 	bool mgmt_welcome;          /* login's address came from loded's welcome */
+	bool cred_given;            /* login's secret came in lode_conn_opts (not kept) */
 	char mgmt_file[PATH_MAX];   /* ... or from this credentials file's mgmt line */
 	char pool[128];
 	struct lode_uuid pool_uuid;
@@ -262,6 +263,7 @@ struct conn_cred {
 
 struct conn_cap {
 	struct lode_uuid cont;
+	char label[LODE_LABEL_MAX + 1]; /* to open it again (conn_relogin) */
 	uint8_t tok[AUTH_CAP_SIZE];
 	int64_t expires_ms;
 	unsigned refs;

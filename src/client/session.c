@@ -452,42 +452,82 @@ static void *renewer_main(void *arg)
 	return NULL;
 }
 
-int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const struct net_welcome *w,
-	       const struct lode_conn_opts *o)
+/*
+ * Who we are: the credentials cred_find gives (*cr), or with none of our
+ * own the node's lode-agent, if one runs, which vouches for this process
+ * by its uid (src/agent). The agent's answer is the service's own Connect
+ * reply (*rep), used as ours would be; renewals then go to the service
+ * directly, since renewing needs only the token.
+ */
+static int login_who(lode_conn_t *c, const struct lode_conn_opts *o, struct conn_cred *cr,
+		     Lode__Mgmt__V1__ConnectReply **rep)
 {
-	Lode__Mgmt__V1__ConnectRequest req = LODE__MGMT__V1__CONNECT_REQUEST__INIT;
-	Lode__Mgmt__V1__ConnectReply *rep = NULL;
-	struct conn_cred cr;
-	struct rpc_tls tls = {0};
-	char addr[300], agent[PATH_MAX];
+	char agent[PATH_MAX];
 	const char *env;
-	int64_t now;
-	int rc;
+	int rc = cred_find(o, cr);
 
-	rc = cred_find(o, &cr);
-	/*
-	 * No credentials of our own: the node's lode-agent, if one runs, vouches
-	 * for this process by its uid (src/agent). Its answer is the service's
-	 * own Connect reply, used below as ours would be; renewals then go to
-	 * the service directly, since renewing needs only the token.
-	 */
 	if (rc == -LODE_EAUTH && agent_socket_find(agent, sizeof(agent)) == 0) {
-		memset(&cr, 0, sizeof(cr));
+		memset(cr, 0, sizeof(*cr));
 		if ((env = getenv("LODE_MGMT")) && *env)
-			snprintf(cr.mgmt, sizeof(cr.mgmt), "%s", env);
+			snprintf(cr->mgmt, sizeof(cr->mgmt), "%s", env);
 		if ((env = getenv("LODE_TLS_CA")) && *env)
-			snprintf(cr.tls_ca, sizeof(cr.tls_ca), "%s", env);
+			snprintf(cr->tls_ca, sizeof(cr->tls_ca), "%s", env);
 		env = getenv("LODE_POOL");
-		snprintf(cr.pool, sizeof(cr.pool), "%s",
+		snprintf(cr->pool, sizeof(cr->pool), "%s",
 			 o && o->pool && *o->pool ? o->pool : env && *env ? env : "default");
-		rc = agent_connect(agent, cr.pool, c->timeout_ms, &rep, c->mgmt_err,
+		rc = agent_connect(agent, cr->pool, c->timeout_ms, rep, c->mgmt_err,
 				   sizeof(c->mgmt_err));
 		/* An agent that is gone leaves us where we were: no credentials
 		 * (its words stay in mgmt_err). */
 		if (rc == -ECONNREFUSED || rc == -ECONNRESET)
 			rc = -LODE_EAUTH;
 	}
+	return rc;
+}
+
+/* Connect as cr, unless the agent answered already (*rep). */
+static int login_connect(lode_conn_t *c, const struct conn_cred *cr,
+			 Lode__Mgmt__V1__ConnectReply **rep)
+{
+	Lode__Mgmt__V1__ConnectRequest req = LODE__MGMT__V1__CONNECT_REQUEST__INIT;
+
+	if (*rep)
+		return 0;
+	req.user = (char *)cr->user;
+	req.secret.data = (uint8_t *)cr->secret;
+	req.secret.len = strlen(cr->secret);
+	req.pool = (char *)cr->pool;
+	return mgmt_call(c, M("Connect"), &req.base, &lode__mgmt__v1__connect_reply__descriptor,
+			 NULL, (ProtobufCMessage **)rep, -ENOENT);
+}
+
+/* Take a Connect reply's pool-wide token. */
+static int login_take(lode_conn_t *c, const Lode__Mgmt__V1__ConnectReply *rep)
+{
+	uint8_t tok[AUTH_CAP_SIZE];
+	int rc = token_take(&rep->capability, tok);
+
 	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	memcpy(c->tok, tok, sizeof(tok));
+	c->tok_expires_ms = rep->expires_unix_ms;
+	pthread_mutex_unlock(&c->lock);
+	explicit_bzero(tok, sizeof(tok));
+	atomic_store(&c->renew_at_ms, renew_point(rep->expires_unix_ms, now_ms()));
+	return 0;
+}
+
+int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const struct net_welcome *w,
+	       const struct lode_conn_opts *o)
+{
+	Lode__Mgmt__V1__ConnectReply *rep = NULL;
+	struct conn_cred cr;
+	struct rpc_tls tls = {0};
+	char addr[300];
+	int rc;
+
+	if ((rc = login_who(c, o, &cr, &rep)) < 0)
 		return rc;
 	if ((rc = mgmt_addr(server, w->mgmt_port, &cr, addr, sizeof(addr))) < 0)
 		goto out;
@@ -504,34 +544,90 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	c->mgmt_welcome = !cr.mgmt[0];
 	snprintf(c->mgmt_file, sizeof(c->mgmt_file), "%s", cr.mgmt_file);
 	snprintf(c->pool, sizeof(c->pool), "%s", cr.pool);
-	if (!rep) {
-		req.user = cr.user;
-		req.secret.data = (uint8_t *)cr.secret;
-		req.secret.len = strlen(cr.secret);
-		req.pool = cr.pool;
-		rc = mgmt_call(c, M("Connect"), &req.base, &lode__mgmt__v1__connect_reply__descriptor,
-			       NULL, (ProtobufCMessage **)&rep, -ENOENT);
-		if (rc < 0)
-			goto out;
-	}
-	now = now_ms();
-	rc = token_take(&rep->capability, c->tok);
-	if (rc == 0 && rep->pool_uuid.len == sizeof(c->pool_uuid.b))
+	c->cred_given = o && o->user && o->secret;
+	if ((rc = login_connect(c, &cr, &rep)) < 0 || (rc = login_take(c, rep)) < 0)
+		goto out;
+	if (rep->pool_uuid.len == sizeof(c->pool_uuid.b))
 		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
-	c->tok_expires_ms = rep->expires_unix_ms;
 	for (size_t i = 0; i < rep->n_mgmt_replicas; i++)
 		mgmt_alt_add(c, rep->mgmt_replicas[i]);
 	if (rep->map) {
 		atomic_store(&c->map_ver, rep->map->version);
 		conn_map_take(c, rep->map);
 	}
-	atomic_store(&c->renew_at_ms, renew_point(rep->expires_unix_ms, now));
-	if (rc == 0 && pthread_create(&c->renewer, NULL, renewer_main, c) == 0)
+	if (pthread_create(&c->renewer, NULL, renewer_main, c) == 0)
 		c->renewer_running = true;
 out:
 	explicit_bzero(cr.secret, sizeof(cr.secret));
 	if (rep)
 		protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return rc;
+}
+
+static int cont_open(lode_conn_t *c, const char *label, const uint8_t *ctok,
+		     Lode__Mgmt__V1__OpenContainerReply **rep);
+static struct conn_cap *cap_find(lode_conn_t *c, const struct lode_uuid *cont);
+
+/*
+ * The connection's capability expired while the service was away (longer
+ * than a third of its life): log in again the way lode_connect did, and
+ * open every container again for a capability. The credentials are found
+ * again (the file, the environment, the node's agent); a secret the caller
+ * passed in lode_conn_opts is not kept, so such a connection cannot
+ * (-LODE_ECAPEXPIRED). Errors: login's, OpenContainer's.
+ */
+static int conn_relogin(lode_conn_t *c)
+{
+	struct lode_conn_opts o = {.pool = c->pool};
+	Lode__Mgmt__V1__ConnectReply *rep = NULL;
+	Lode__Mgmt__V1__OpenContainerReply *orep = NULL;
+	uint8_t ctok[AUTH_CAP_SIZE], tok[AUTH_CAP_SIZE];
+	struct conn_cred cr;
+	char label[LODE_LABEL_MAX + 1];
+	int rc;
+
+	if (c->cred_given)
+		return -LODE_ECAPEXPIRED;
+	if ((rc = login_who(c, &o, &cr, &rep)) == 0 && (rc = login_connect(c, &cr, &rep)) == 0)
+		rc = login_take(c, rep);
+	explicit_bzero(cr.secret, sizeof(cr.secret));
+	if (rep)
+		protobuf_c_message_free_unpacked(&rep->base, NULL);
+	pthread_mutex_lock(&c->lock);
+	memcpy(ctok, c->tok, sizeof(ctok));
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; rc == 0; i++) {
+		struct lode_uuid cont;
+		struct conn_cap *cc;
+
+		pthread_mutex_lock(&c->lock);
+		if (i >= c->ncaps) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		cont = c->caps[i].cont;
+		snprintf(label, sizeof(label), "%s", c->caps[i].label);
+		pthread_mutex_unlock(&c->lock);
+		if ((rc = cont_open(c, label, ctok, &orep)) < 0)
+			break;
+		if (orep->info && orep->info->uuid.len == sizeof(cont.b) &&
+		    memcmp(orep->info->uuid.data, cont.b, sizeof(cont.b)) != 0)
+			rc = -LODE_ENOCONT; /* another container by that name now */
+		else
+			rc = token_take(&orep->capability, tok);
+		pthread_mutex_lock(&c->lock);
+		if (rc == 0 && (cc = cap_find(c, &cont))) {
+			memcpy(cc->tok, tok, sizeof(tok));
+			cc->expires_ms = orep->expires_unix_ms;
+			if (renew_point(cc->expires_ms, now_ms()) < atomic_load(&c->renew_at_ms))
+				atomic_store(&c->renew_at_ms, renew_point(cc->expires_ms, now_ms()));
+		}
+		pthread_mutex_unlock(&c->lock);
+		protobuf_c_message_free_unpacked(&orep->base, NULL);
+		orep = NULL;
+	}
+	explicit_bzero(ctok, sizeof(ctok));
+	explicit_bzero(tok, sizeof(tok));
 	return rc;
 }
 
@@ -692,10 +788,21 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 		expires = c->tok_expires_ms;
 		pthread_mutex_unlock(&c->lock);
 		/* An expired token cannot be renewed, nor a map fetched with it:
-		 * the connection could never serve again. Say so, rather than
-		 * leave its calls failing with -EHOSTDOWN for ever. */
-		if (expires > 0 && now >= expires)
-			conn_expire(c, rc);
+		 * log in again. While the service cannot be reached that is
+		 * tried every second; if it cannot be done at all (credentials
+		 * passed in, a user revoked meanwhile), the connection could
+		 * never serve again: say so, rather than leave its calls failing
+		 * for ever. */
+		if (expires > 0 && now >= expires) {
+			int lr = conn_relogin(c);
+
+			if (lr == 0) {
+				pthread_mutex_unlock(&c->renew_lock);
+				return;
+			}
+			if (lr != -ETIMEDOUT && lr != -ECONNREFUSED)
+				conn_expire(c, lr == -LODE_ECAPEXPIRED ? rc : lr);
+		}
 		atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
 		pthread_mutex_unlock(&c->renew_lock);
 		return;
@@ -744,7 +851,8 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 /* ---- containers ----------------------------------------------------------------- */
 
 /* Register tok for cont (a second open of one container shares the entry). Lock held. */
-static int cap_add(lode_conn_t *c, const struct lode_uuid *cont, const uint8_t *tok, int64_t exp)
+static int cap_add(lode_conn_t *c, const struct lode_uuid *cont, const char *label,
+		   const uint8_t *tok, int64_t exp)
 {
 	struct conn_cap *cc = cap_find(c, cont);
 
@@ -761,6 +869,7 @@ static int cap_add(lode_conn_t *c, const struct lode_uuid *cont, const uint8_t *
 		cc = &c->caps[c->ncaps++];
 		memset(cc, 0, sizeof(*cc));
 		cc->cont = *cont;
+		snprintf(cc->label, sizeof(cc->label), "%s", label);
 	}
 	memcpy(cc->tok, tok, AUTH_CAP_SIZE);
 	cc->expires_ms = exp;
@@ -782,10 +891,22 @@ void conn_cont_release(lode_conn_t *c, const struct lode_uuid *cont)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* OpenContainer label with the pool-wide token ctok. */
+static int cont_open(lode_conn_t *c, const char *label, const uint8_t *ctok,
+		     Lode__Mgmt__V1__OpenContainerReply **rep)
+{
+	Lode__Mgmt__V1__ContRef req = LODE__MGMT__V1__CONT_REF__INIT;
+
+	req.pool = c->pool;
+	req.label = (char *)label;
+	return mgmt_call(c, M("OpenContainer"), &req.base,
+			 &lode__mgmt__v1__open_container_reply__descriptor, ctok,
+			 (ProtobufCMessage **)rep, -LODE_ENOCONT);
+}
+
 int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 		      struct conn_cont_info *info)
 {
-	Lode__Mgmt__V1__ContRef req = LODE__MGMT__V1__CONT_REF__INIT;
 	Lode__Mgmt__V1__OpenContainerReply *rep = NULL;
 	uint8_t tok[AUTH_CAP_SIZE], ctok[AUTH_CAP_SIZE];
 	int rc;
@@ -794,12 +915,7 @@ int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 	pthread_mutex_lock(&c->lock);
 	memcpy(ctok, c->tok, sizeof(ctok));
 	pthread_mutex_unlock(&c->lock);
-	req.pool = c->pool;
-	req.label = (char *)label;
-	rc = mgmt_call(c, M("OpenContainer"), &req.base,
-		       &lode__mgmt__v1__open_container_reply__descriptor, ctok,
-		       (ProtobufCMessage **)&rep, -LODE_ENOCONT);
-	if (rc < 0)
+	if ((rc = cont_open(c, label, ctok, &rep)) < 0)
 		return rc;
 	if (!rep->info || rep->info->uuid.len != sizeof(uuid->b))
 		rc = -EPROTO;
@@ -829,7 +945,7 @@ int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 			}
 		}
 		pthread_mutex_lock(&c->lock);
-		rc = cap_add(c, uuid, tok, rep->expires_unix_ms);
+		rc = cap_add(c, uuid, label, tok, rep->expires_unix_ms);
 		pthread_mutex_unlock(&c->lock);
 	}
 	protobuf_c_message_free_unpacked(&rep->base, NULL);

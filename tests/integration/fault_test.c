@@ -503,55 +503,6 @@ static void test_kill9_midstream(void **state)
 	free(unacked.v);
 }
 
-/*
- * Away longer than the capability lives: a connection whose own token
- * expired while the service could not renew it can never be served again
- * (an expired token renews nothing and fetches no map), so it fails, and
- * says why, rather than answer -EHOSTDOWN for ever. A new connection works.
- */
-static void test_expired_while_away(void **state)
-{
-	static const char *const extra[] = {"--cap-lifetime", "10", NULL};
-	struct hs_opts o = {.targets = 1, .ram = false, .extra_args = extra};
-	struct hs_server *s = &srv;
-	lode_conn_t *c;
-	lode_cont_t *ct;
-	uint8_t v[SMALL];
-	uint64_t t0;
-	int rc;
-
-	assert_int_equal(hs_start(s, &o), 0);
-	connect_any(s, "tcp", &c);
-	assert_int_equal(lode_cont_create(c, "away", NULL), 0);
-	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
-	value_fill(7, 7, v, SMALL);
-	assert_int_equal(lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL), 0);
-	assert_int_equal(hs_kill(s), 0);
-	/* The token, renewed at two thirds of its 10 s, has expired 11 s on. */
-	t0 = now_ms();
-	do {
-		rc = lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL);
-		if (rc != -EHOSTDOWN && rc != -LODE_ECAPEXPIRED && rc != -ENOTCONN)
-			fail_msg("a put with the server away: %s", lode_strerror(rc));
-		sleep_ms(200);
-	} while (now_ms() - t0 < 11000);
-	assert_int_equal(hs_restart(s), 0);
-	sleep_ms(1500); /* long enough for a live connection to come back */
-	rc = lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL);
-	if (rc != -ENOTCONN)
-		fail_msg("a put on a connection whose capability expired while the server was away: "
-			 "%s, not %s", lode_strerror(rc), lode_strerror(-ENOTCONN));
-	lode_cont_close(ct);
-	lode_disconnect(c);
-	connect_any(s, "tcp", &c);
-	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
-	assert_int_equal(lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL), 0);
-	lode_cont_close(ct);
-	lode_disconnect(c);
-	assert_int_equal(stop_status(s, "an expired connection"), 0);
-	hs_cleanup(s);
-}
-
 static int squat = -1; /* test_mgmt_moved's listener on the old port */
 
 /* The value of "KEY: value" in the credentials file at path, into out. */
@@ -570,6 +521,73 @@ static void cred_line(const char *path, const char *key, char *out, size_t cap)
 		}
 	fclose(f);
 	assert_true(out[0] != '\0');
+}
+
+/*
+ * Away longer than the capability lives: a connection whose own token
+ * expired while the service could not renew it logs in again once the
+ * service is back (src/client/README.md), with the credentials it found
+ * the first time (here the credentials file), opens its container again
+ * and serves; the container handle of before works. One whose secret was
+ * passed in lode_conn_opts (not kept) cannot: it fails, and says why,
+ * rather than answer -EHOSTDOWN for ever. A new connection works.
+ */
+static void test_expired_while_away(void **state)
+{
+	static const char *const extra[] = {"--cap-lifetime", "10", NULL};
+	struct hs_opts o = {.targets = 1, .ram = false, .extra_args = extra};
+	struct lode_conn_opts go = {.transport = "tcp", .timeout_ms = TIMEOUT_MS};
+	struct hs_server *s = &srv;
+	char user[128], secret[256];
+	lode_conn_t *c, *cg;
+	lode_cont_t *ct, *ctg;
+	uint8_t v[SMALL];
+	uint64_t t0;
+	int rc;
+
+	assert_int_equal(hs_start(s, &o), 0);
+	cred_line(s->cred, "user", user, sizeof(user));
+	cred_line(s->cred, "secret", secret, sizeof(secret));
+	connect_any(s, "tcp", &c);
+	go.user = user;
+	go.secret = secret;
+	assert_int_equal(lode_connect(s->addr, &go, &cg), 0);
+	assert_int_equal(lode_cont_create(c, "away", NULL), 0);
+	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
+	assert_int_equal(lode_cont_open(cg, "away", &ctg), 0);
+	value_fill(7, 7, v, SMALL);
+	assert_int_equal(lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL), 0);
+	assert_int_equal(hs_kill(s), 0);
+	/* The token, renewed at two thirds of its 10 s, has expired 11 s on. */
+	t0 = now_ms();
+	do {
+		rc = lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL);
+		if (rc != -EHOSTDOWN && rc != -LODE_ECAPEXPIRED)
+			fail_msg("a put with the server away: %s", lode_strerror(rc));
+		rc = lode_kv_put(ctg, kv_oid, "k", v, SMALL, NULL);
+		if (rc != -EHOSTDOWN && rc != -LODE_ECAPEXPIRED && rc != -ENOTCONN)
+			fail_msg("a put with the server away (secret passed in): %s",
+				 lode_strerror(rc));
+		sleep_ms(200);
+	} while (now_ms() - t0 < 11000);
+	assert_int_equal(hs_restart(s), 0);
+	back_within(s, ct, "logged in again", 0, RECONNECT_MS);
+	rc = lode_kv_put(ctg, kv_oid, "k", v, SMALL, NULL);
+	if (rc != -ENOTCONN)
+		fail_msg("a put on a connection whose capability expired while the server was away, "
+			 "its secret passed in: %s, not %s",
+			 lode_strerror(rc), lode_strerror(-ENOTCONN));
+	lode_cont_close(ctg);
+	lode_disconnect(cg);
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	connect_any(s, "tcp", &c);
+	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
+	assert_int_equal(lode_kv_put(ct, kv_oid, "k", v, SMALL, NULL), 0);
+	lode_cont_close(ct);
+	lode_disconnect(c);
+	assert_int_equal(stop_status(s, "an expired connection"), 0);
+	hs_cleanup(s);
 }
 
 /* TenantCreate NAME through c's control plane. */
