@@ -19,9 +19,9 @@
  *   -ENOTCONN      the connection cannot move data: it is being closed, its
  *                  capability expired while the management service was
  *                  away and it cannot log in again (its secret was passed
- *                  in lode_conn_opts, which is not kept, or the service
- *                  refused: connect again), or a target found no session
- *                  for it
+ *                  in lode_conn_opts, which is not kept; its credentials
+ *                  are gone; the service refused: connect again), or a
+ *                  target found no session for it
  *   -ETIMEDOUT     the server did not answer within the connection's timeout
  *   -ECONNRESET    the server went away while the request was in flight
  *   -EHOSTDOWN     the engine holding the data is lost (it died, went away
@@ -62,8 +62,11 @@
  * connection connects a lost engine again once it is back (docs/decisions/
  * 0016). If the management service stays away longer than a third of the
  * capability's life (10 minutes by default), the connection's capability
- * expires and the connection fails: -LODE_ECAPEXPIRED in flight, -ENOTCONN
- * after; connect again. No call waits forever.
+ * expires; it logs in again once the service is back, with the
+ * credentials found again (the file, the environment, the node's agent).
+ * One whose secret was passed in lode_conn_opts cannot, and fails:
+ * -LODE_ECAPEXPIRED in flight, -ENOTCONN after; connect again. No call
+ * waits forever.
  */
 #ifndef LODE_LODE_H
 #define LODE_LODE_H
@@ -95,7 +98,8 @@ struct lode_conn_opts {
 	/* Who connects. NULL: $LODE_USER and $LODE_SECRET, else the credentials
 	 * file $LODE_CREDENTIALS names, else ~/.config/lode/credentials (lines
 	 * "user: NAME", "secret: TEXT", optionally "mgmt: HOST:PORT", "tls_ca:
-	 * FILE", "pool: NAME"). */
+	 * FILE", "pool: NAME"). A secret given here is not kept: such a
+	 * connection cannot log in again after a long outage (above). */
 	const char *user;
 	const char *secret;
 	/* The pool to work in. NULL: $LODE_POOL, else the file's, else "default". */

@@ -2273,14 +2273,27 @@ bool conn_target_live(lode_conn_t *c, unsigned t)
 
 void conn_expire(lode_conn_t *c, int why)
 {
+	char said[160];
+
 	pthread_mutex_lock(&c->lock);
-	if (!c->failed)
+	if (!c->failed) {
+		snprintf(said, sizeof(said), "%.*s", (int)sizeof(said) - 1, c->mgmt_err);
 		snprintf(c->mgmt_err, sizeof(c->mgmt_err),
-			 "the connection's capability expired unrenewed (the renewal: %s): "
-			 "connect again",
-			 lode_strerror(why));
+			 "the connection's capability expired and it cannot log in again "
+			 "(%s%s%s): connect again",
+			 lode_strerror(why), said[0] ? ": " : "", said);
+	}
 	conn_drain(c);
 	conn_fail(c, -LODE_ECAPEXPIRED);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void conn_engines_drop(lode_conn_t *c)
+{
+	pthread_mutex_lock(&c->lock);
+	conn_drain(c);
+	for (unsigned e = 0; e < c->nengines; e++)
+		engine_fail(c, e);
 	pthread_mutex_unlock(&c->lock);
 }
 

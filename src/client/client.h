@@ -198,8 +198,9 @@ struct lode_conn {
 	pthread_mutex_t mgmt_lock;  /* mgmt_alt, mgmt_gen; one failover at a time */
 	unsigned mgmt_gen;          /* failovers done, under mgmt_lock */
 	bool mgmt_welcome;          /* login's address came from loded's welcome */
-	bool cred_given;            /* login's secret came in lode_conn_opts (not kept) */
 	char mgmt_file[PATH_MAX];   /* ... or from this credentials file's mgmt line */
+	bool cred_given;            /* login's secret came in lode_conn_opts (not kept) */
+	char user[128], tenant[128]; /* who logged in: a login again must be them */
 	char pool[128];
 	struct lode_uuid pool_uuid;
 	uint8_t tok[AUTH_CAP_SIZE]; /* the pool-wide capability */
@@ -263,7 +264,8 @@ struct conn_cred {
 
 struct conn_cap {
 	struct lode_uuid cont;
-	char label[LODE_LABEL_MAX + 1]; /* to open it again (conn_relogin) */
+	char label[LODE_LABEL_MAX + 1]; /* to open it again when its token expired */
+	bool dead;                      /* it could not be: gone, or no longer granted */
 	uint8_t tok[AUTH_CAP_SIZE];
 	int64_t expires_ms;
 	unsigned refs;
@@ -525,10 +527,14 @@ void conn_map_wake(lode_conn_t *c, uint32_t want);
  * and enumeration skip the others), and the first such target (0 if none). */
 bool conn_target_live(lode_conn_t *c, unsigned t);
 /* The connection's own capability expired unrenewed (the service was away
- * longer than a third of its life; why: the last renewal's error): nothing
- * can be asked any more, so the connection fails (in flight:
- * -LODE_ECAPEXPIRED; later: -ENOTCONN). */
+ * longer than a third of its life) and it cannot log in again (why: the
+ * login's error): nothing can be asked any more, so the connection fails
+ * (in flight: -LODE_ECAPEXPIRED; later: -ENOTCONN). */
 void conn_expire(lode_conn_t *c, int why);
+/* Every engine lost at once (engine_fail): the renewer connects each again,
+ * with new sessions, once a map has it (after a login again, whose new
+ * client id the old sessions are not bound to). */
+void conn_engines_drop(lode_conn_t *c);
 /* Whether conn_expire failed the connection. */
 bool conn_expired(lode_conn_t *c);
 /* Whether a call that reaches every target (a broadcast, a listing, a

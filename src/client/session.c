@@ -13,9 +13,12 @@
  * four times a second: an idle client must not find its tokens expired (an
  * expired token cannot be renewed), and the request path stays free of the
  * clock read a check there would cost. Requests go on with the old token
- * meanwhile; it is still valid for a third of its life. A renewal that fails (a revoked user, a
- * service that is down) is retried a second later; the requests themselves
- * then report the target's verdict.
+ * meanwhile; it is still valid for a third of its life. A renewal that
+ * fails (a revoked user, a service that is down) is retried a second
+ * later; the requests themselves then report the target's verdict. A
+ * token that expired meanwhile (the service away longer than that third)
+ * is replaced by logging in again (conn_relogin), and a container's by
+ * opening it again.
  *
  * Containers are named by the management service, which also keeps their
  * owners and properties; this file turns the container calls into its RPCs
@@ -156,8 +159,10 @@ static int cred_find(const struct lode_conn_opts *o, struct conn_cred *cr)
 			rc = -LODE_EAUTH;
 		else if (rc == -ENOENT)
 			rc = -LODE_EAUTH; /* named but missing: nothing to present either */
-		if (rc < 0)
+		if (rc < 0) {
+			explicit_bzero(cr->secret, sizeof(cr->secret)); /* a file half read */
 			return rc;
+		}
 	}
 	if ((env = getenv("LODE_MGMT")) && *env) {
 		snprintf(cr->mgmt, sizeof(cr->mgmt), "%s", env);
@@ -549,6 +554,8 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 		goto out;
 	if (rep->pool_uuid.len == sizeof(c->pool_uuid.b))
 		memcpy(c->pool_uuid.b, rep->pool_uuid.data, sizeof(c->pool_uuid.b));
+	snprintf(c->user, sizeof(c->user), "%s", rep->user);
+	snprintf(c->tenant, sizeof(c->tenant), "%s", rep->tenant);
 	for (size_t i = 0; i < rep->n_mgmt_replicas; i++)
 		mgmt_alt_add(c, rep->mgmt_replicas[i]);
 	if (rep->map) {
@@ -564,71 +571,52 @@ out:
 	return rc;
 }
 
-static int cont_open(lode_conn_t *c, const char *label, const uint8_t *ctok,
-		     Lode__Mgmt__V1__OpenContainerReply **rep);
-static struct conn_cap *cap_find(lode_conn_t *c, const struct lode_uuid *cont);
-
 /*
  * The connection's capability expired while the service was away (longer
- * than a third of its life): log in again the way lode_connect did, and
- * open every container again for a capability. The credentials are found
- * again (the file, the environment, the node's agent); a secret the caller
- * passed in lode_conn_opts is not kept, so such a connection cannot
- * (-LODE_ECAPEXPIRED). Errors: login's, OpenContainer's.
+ * than a third of its life): log in again the way lode_connect did, as the
+ * same user of the same pool. The credentials are found again (the file,
+ * the environment, the node's agent); a secret the caller passed in
+ * lode_conn_opts is not kept, so such a connection cannot
+ * (-LODE_ECAPEXPIRED). The new login has a new client id, which the
+ * targets' sessions are bound to: every engine is dropped and connected
+ * again with it (conn_engines_drop). The containers' tokens are opened
+ * again by conn_caps_renew. Errors: login's; -EACCES for another user or
+ * pool than before.
  */
 static int conn_relogin(lode_conn_t *c)
 {
 	struct lode_conn_opts o = {.pool = c->pool};
 	Lode__Mgmt__V1__ConnectReply *rep = NULL;
-	Lode__Mgmt__V1__OpenContainerReply *orep = NULL;
-	uint8_t ctok[AUTH_CAP_SIZE], tok[AUTH_CAP_SIZE];
 	struct conn_cred cr;
-	char label[LODE_LABEL_MAX + 1];
 	int rc;
 
 	if (c->cred_given)
 		return -LODE_ECAPEXPIRED;
-	if ((rc = login_who(c, &o, &cr, &rep)) == 0 && (rc = login_connect(c, &cr, &rep)) == 0)
-		rc = login_take(c, rep);
+	if ((rc = login_who(c, &o, &cr, &rep)) == 0 && (rc = login_connect(c, &cr, &rep)) == 0) {
+		if (strcmp(rep->user, c->user) != 0 || strcmp(rep->tenant, c->tenant) != 0 ||
+		    rep->pool_uuid.len != sizeof(c->pool_uuid.b) ||
+		    memcmp(rep->pool_uuid.data, c->pool_uuid.b, sizeof(c->pool_uuid.b)) != 0) {
+			snprintf(c->mgmt_err, sizeof(c->mgmt_err),
+				 "logging in again: the credentials now name %s/%s or another pool",
+				 rep->tenant, rep->user);
+			rc = -EACCES;
+		} else {
+			rc = login_take(c, rep);
+		}
+	}
 	explicit_bzero(cr.secret, sizeof(cr.secret));
 	if (rep)
 		protobuf_c_message_free_unpacked(&rep->base, NULL);
-	pthread_mutex_lock(&c->lock);
-	memcpy(ctok, c->tok, sizeof(ctok));
-	pthread_mutex_unlock(&c->lock);
-	for (unsigned i = 0; rc == 0; i++) {
-		struct lode_uuid cont;
-		struct conn_cap *cc;
-
-		pthread_mutex_lock(&c->lock);
-		if (i >= c->ncaps) {
-			pthread_mutex_unlock(&c->lock);
-			break;
-		}
-		cont = c->caps[i].cont;
-		snprintf(label, sizeof(label), "%s", c->caps[i].label);
-		pthread_mutex_unlock(&c->lock);
-		if ((rc = cont_open(c, label, ctok, &orep)) < 0)
-			break;
-		if (orep->info && orep->info->uuid.len == sizeof(cont.b) &&
-		    memcmp(orep->info->uuid.data, cont.b, sizeof(cont.b)) != 0)
-			rc = -LODE_ENOCONT; /* another container by that name now */
-		else
-			rc = token_take(&orep->capability, tok);
-		pthread_mutex_lock(&c->lock);
-		if (rc == 0 && (cc = cap_find(c, &cont))) {
-			memcpy(cc->tok, tok, sizeof(tok));
-			cc->expires_ms = orep->expires_unix_ms;
-			if (renew_point(cc->expires_ms, now_ms()) < atomic_load(&c->renew_at_ms))
-				atomic_store(&c->renew_at_ms, renew_point(cc->expires_ms, now_ms()));
-		}
-		pthread_mutex_unlock(&c->lock);
-		protobuf_c_message_free_unpacked(&orep->base, NULL);
-		orep = NULL;
-	}
-	explicit_bzero(ctok, sizeof(ctok));
-	explicit_bzero(tok, sizeof(tok));
+	if (rc == 0)
+		conn_engines_drop(c);
 	return rc;
+}
+
+/* Whether a login's failure is for good: refused, or nothing to log in with. */
+static bool login_refused(int rc)
+{
+	return rc == -LODE_ECAPEXPIRED || rc == -LODE_EAUTH || rc == -EACCES || rc == -ENOENT ||
+	       rc == -EPROTO || rc == -EINVAL;
 }
 
 /*
@@ -766,6 +754,49 @@ static int renew_one(lode_conn_t *c, const uint8_t *old, uint8_t *tok, int64_t *
 	return rc;
 }
 
+static int cont_open(lode_conn_t *c, const char *label, const uint8_t *ctok,
+		     Lode__Mgmt__V1__OpenContainerReply **rep);
+
+/* Give container cont the token tok until exp; renew it by next. Lock held. */
+static void cap_tok_set(lode_conn_t *c, const struct lode_uuid *cont, const uint8_t *tok,
+			int64_t exp, int64_t now, int64_t *next)
+{
+	struct conn_cap *cc = cap_find(c, cont);
+
+	if (!cc)
+		return; /* closed meanwhile */
+	memcpy(cc->tok, tok, AUTH_CAP_SIZE);
+	cc->expires_ms = exp;
+	if (renew_point(exp, now) < *next)
+		*next = renew_point(exp, now);
+}
+
+/* A container's token that expired: open the container again by its label
+ * (the same one: another by that name now is -LODE_ENOCONT). */
+static int cap_reopen(lode_conn_t *c, const char *label, const struct lode_uuid *cont,
+		      uint8_t *tok, int64_t *exp)
+{
+	Lode__Mgmt__V1__OpenContainerReply *rep = NULL;
+	uint8_t ctok[AUTH_CAP_SIZE];
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	memcpy(ctok, c->tok, sizeof(ctok));
+	pthread_mutex_unlock(&c->lock);
+	rc = cont_open(c, label, ctok, &rep);
+	explicit_bzero(ctok, sizeof(ctok));
+	if (rc < 0)
+		return rc;
+	if (!rep->info || rep->info->uuid.len != sizeof(cont->b))
+		rc = -EPROTO;
+	else if (memcmp(rep->info->uuid.data, cont->b, sizeof(cont->b)) != 0)
+		rc = -LODE_ENOCONT;
+	else if ((rc = token_take(&rep->capability, tok)) == 0)
+		*exp = rep->expires_unix_ms;
+	protobuf_c_message_free_unpacked(&rep->base, NULL);
+	return rc;
+}
+
 void conn_caps_renew(lode_conn_t *c, bool force)
 {
 	uint8_t old[AUTH_CAP_SIZE], tok[AUTH_CAP_SIZE];
@@ -779,71 +810,77 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 		return; /* another thread renews; the old tokens are still good */
 	pthread_mutex_lock(&c->lock);
 	memcpy(old, c->tok, sizeof(old));
+	exp = c->tok_expires_ms;
 	pthread_mutex_unlock(&c->lock);
-	rc = renew_one(c, old, tok, &exp);
-	if (rc < 0) {
-		int64_t expires;
-
-		pthread_mutex_lock(&c->lock);
-		expires = c->tok_expires_ms;
-		pthread_mutex_unlock(&c->lock);
+	if (exp > 0 && now >= exp) {
 		/* An expired token cannot be renewed, nor a map fetched with it:
-		 * log in again. While the service cannot be reached that is
-		 * tried every second; if it cannot be done at all (credentials
-		 * passed in, a user revoked meanwhile), the connection could
-		 * never serve again: say so, rather than leave its calls failing
-		 * for ever. */
-		if (expires > 0 && now >= expires) {
-			int lr = conn_relogin(c);
-
-			if (lr == 0) {
-				pthread_mutex_unlock(&c->renew_lock);
-				return;
-			}
-			if (lr != -ETIMEDOUT && lr != -ECONNREFUSED)
-				conn_expire(c, lr == -LODE_ECAPEXPIRED ? rc : lr);
+		 * log in again. While that cannot be done now (the service or
+		 * the agent away) it is tried every second; if it cannot be done
+		 * at all (credentials passed in or gone, a user revoked), the
+		 * connection could never serve again: say so, rather than leave
+		 * its calls failing for ever. */
+		if ((rc = conn_relogin(c)) < 0) {
+			if (login_refused(rc))
+				conn_expire(c, rc);
+			atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
+			pthread_mutex_unlock(&c->renew_lock);
+			return;
 		}
+		pthread_mutex_lock(&c->lock);
+		next = renew_point(c->tok_expires_ms, now);
+		pthread_mutex_unlock(&c->lock);
+	} else if ((rc = renew_one(c, old, tok, &exp)) < 0) {
 		atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
 		pthread_mutex_unlock(&c->renew_lock);
 		return;
+	} else {
+		pthread_mutex_lock(&c->lock);
+		memcpy(c->tok, tok, sizeof(tok));
+		c->tok_expires_ms = exp;
+		next = renew_point(exp, now);
+		pthread_mutex_unlock(&c->lock);
 	}
-	pthread_mutex_lock(&c->lock);
-	memcpy(c->tok, tok, sizeof(tok));
-	c->tok_expires_ms = exp;
-	next = renew_point(exp, now);
-	pthread_mutex_unlock(&c->lock);
-	/* Container tokens: one at a time, the list may change between them. */
+	/* Container tokens: one at a time, the list may change between them.
+	 * One that expired is opened again (after a login again, every one);
+	 * one whose container is gone or no longer granted is left to fail
+	 * on its own handle. */
 	for (unsigned i = 0;; i++) {
 		struct lode_uuid cont;
+		char label[LODE_LABEL_MAX + 1];
 		int64_t cexp;
+		bool expired;
 
 		pthread_mutex_lock(&c->lock);
+		while (i < c->ncaps && c->caps[i].dead)
+			i++;
 		if (i >= c->ncaps) {
 			pthread_mutex_unlock(&c->lock);
 			break;
 		}
 		cont = c->caps[i].cont;
+		snprintf(label, sizeof(label), "%s", c->caps[i].label);
 		memcpy(old, c->caps[i].tok, sizeof(old));
+		expired = c->caps[i].expires_ms > 0 && now >= c->caps[i].expires_ms;
 		pthread_mutex_unlock(&c->lock);
-		if ((rc = renew_one(c, old, tok, &cexp)) < 0) {
-			next = now + RENEW_RETRY_MS;
-			if (rc == -ETIMEDOUT || rc == -ECONNREFUSED)
-				break; /* the service is gone: the rest in a second */
-			continue;
-		}
+		rc = expired ? cap_reopen(c, label, &cont, tok, &cexp)
+			     : renew_one(c, old, tok, &cexp);
 		pthread_mutex_lock(&c->lock);
-		{
+		if (rc == 0) {
+			cap_tok_set(c, &cont, tok, cexp, now, &next);
+		} else if (expired && login_refused(rc == -LODE_ENOCONT ? -ENOENT : rc)) {
 			struct conn_cap *cc = cap_find(c, &cont);
 
-			if (cc) {
-				memcpy(cc->tok, tok, sizeof(tok));
-				cc->expires_ms = cexp;
-				if (renew_point(cexp, now) < next)
-					next = renew_point(cexp, now);
-			}
+			if (cc)
+				cc->dead = true;
+		} else {
+			next = now + RENEW_RETRY_MS;
 		}
 		pthread_mutex_unlock(&c->lock);
+		if (rc == -ETIMEDOUT || rc == -ECONNREFUSED)
+			break; /* the service is gone: the rest in a second */
 	}
+	explicit_bzero(old, sizeof(old));
+	explicit_bzero(tok, sizeof(tok));
 	atomic_store(&c->renew_at_ms, next);
 	pthread_mutex_unlock(&c->renew_lock);
 }
@@ -873,6 +910,7 @@ static int cap_add(lode_conn_t *c, const struct lode_uuid *cont, const char *lab
 	}
 	memcpy(cc->tok, tok, AUTH_CAP_SIZE);
 	cc->expires_ms = exp;
+	cc->dead = false;
 	cc->refs++;
 	if (renew_point(exp, now_ms()) < atomic_load(&c->renew_at_ms))
 		atomic_store(&c->renew_at_ms, renew_point(exp, now_ms()));

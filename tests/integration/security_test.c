@@ -363,20 +363,45 @@ static void test_read_only(void **state)
 
 static void test_expired(void **state)
 {
-	lode_conn_t *c;
-	lode_cont_t *ct;
+	struct lode_conn_opts o = {.transport = "tcp", .timeout_ms = 5000};
+	lode_conn_t *c, *ce;
+	lode_cont_t *ct, *cte;
 	char buf[64];
 	uint32_t len;
+	int rc = -1;
 
 	assert_int_equal(connect_as("alpha/alice", "alice-secret-1", &c), 0);
 	assert_int_equal(lode_cont_open(c, "vault", &ct), 0);
-	/* Stop this client from renewing, and outlive the 10 s lifetime. */
+	/* Alice again, her secret from the environment: found again later. */
+	setenv("LODE_USER", "alpha/alice", 1);
+	setenv("LODE_SECRET", "alice-secret-1", 1);
+	assert_int_equal(lode_connect(hs_addr(&srv), &o, &ce), 0);
+	assert_int_equal(lode_cont_open(ce, "vault", &cte), 0);
+	/* Stop both from renewing, and outlive the 10 s lifetime. */
 	atomic_store(&c->renew_at_ms, INT64_MAX);
+	atomic_store(&ce->renew_at_ms, INT64_MAX);
 	sleep(11);
 	assert_int_equal(lode_kv_get(ct, oid, "k", buf, sizeof(buf), &len, NULL), -LODE_ECAPEXPIRED);
 	assert_int_equal(lode_kv_put(ct, oid, "k", "late", 4, NULL), -LODE_ECAPEXPIRED);
+	assert_int_equal(lode_kv_get(cte, oid, "k", buf, sizeof(buf), &len, NULL),
+			 -LODE_ECAPEXPIRED);
+	/* Let the second renew: its token expired, so it logs in again, its
+	 * sessions are made again for the new login on the engine that stayed
+	 * up, and its container handle of before serves. */
+	atomic_store(&ce->renew_at_ms, 0);
+	for (int i = 0; i < 100 && rc != 0; i++) {
+		rc = lode_kv_get(cte, oid, "k", buf, sizeof(buf), &len, NULL);
+		if (rc != 0)
+			usleep(100 * 1000);
+	}
+	if (rc != 0)
+		fail_msg("a connection that logged in again: %s", lode_strerror(rc));
+	unsetenv("LODE_USER");
+	unsetenv("LODE_SECRET");
 	/* The connection that renews on its own (alice's first) goes on working. */
 	expect_untouched(cta);
+	lode_cont_close(cte);
+	lode_disconnect(ce);
 	lode_cont_close(ct);
 	lode_disconnect(c);
 }
