@@ -2292,8 +2292,13 @@ void conn_engines_drop(lode_conn_t *c)
 {
 	pthread_mutex_lock(&c->lock);
 	conn_drain(c);
-	for (unsigned e = 0; e < c->nengines; e++)
+	for (unsigned e = 0; e < c->nengines; e++) {
+		if (!c->eng[e].connected)
+			continue; /* never reached: conn_engines_fresh's, as before */
 		engine_fail(c, e);
+		c->eng[e].tries = 0; /* at once, not after the pause of failed tries */
+		c->eng[e].retry_us = 0;
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -200,6 +200,7 @@ struct lode_conn {
 	bool mgmt_welcome;          /* login's address came from loded's welcome */
 	char mgmt_file[PATH_MAX];   /* ... or from this credentials file's mgmt line */
 	bool cred_given;            /* login's secret came in lode_conn_opts (not kept) */
+	bool login_agent;           /* ... or from the node's lode-agent */
 	char user[128], tenant[128]; /* who logged in: a login again must be them */
 	char pool[128];
 	struct lode_uuid pool_uuid;

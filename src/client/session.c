@@ -251,8 +251,8 @@ static bool mgmt_gone(int st, const char *msg)
 }
 
 /* Whether a call may go to another replica after this one failed to answer
- * it: it reads, or what it changes is harmless to do twice (a renewal, a
- * container's capability). */
+ * it: it reads, or what it changes is harmless to do twice (a login, a
+ * renewal, a container's capability). */
 static bool mgmt_repeatable(const char *method)
 {
 	static const char *const tails[] = {"ListAll", "Query", "Get"};
@@ -261,7 +261,8 @@ static bool mgmt_repeatable(const char *method)
 	if (strncmp(method, M(""), strlen(M(""))) != 0)
 		return false;
 	method += strlen(M(""));
-	if (strcmp(method, "RenewCapability") == 0 || strcmp(method, "OpenContainer") == 0)
+	if (strcmp(method, "RenewCapability") == 0 || strcmp(method, "OpenContainer") == 0 ||
+	    strcmp(method, "Connect") == 0)
 		return true;
 	n = strlen(method);
 	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++)
@@ -465,12 +466,13 @@ static void *renewer_main(void *arg)
  * directly, since renewing needs only the token.
  */
 static int login_who(lode_conn_t *c, const struct lode_conn_opts *o, struct conn_cred *cr,
-		     Lode__Mgmt__V1__ConnectReply **rep)
+		     Lode__Mgmt__V1__ConnectReply **rep, bool *via_agent)
 {
 	char agent[PATH_MAX];
 	const char *env;
 	int rc = cred_find(o, cr);
 
+	*via_agent = rc == -LODE_EAUTH;
 	if (rc == -LODE_EAUTH && agent_socket_find(agent, sizeof(agent)) == 0) {
 		memset(cr, 0, sizeof(*cr));
 		if ((env = getenv("LODE_MGMT")) && *env)
@@ -532,7 +534,7 @@ int conn_login(lode_conn_t *c, const struct sockaddr_storage *server, const stru
 	char addr[300];
 	int rc;
 
-	if ((rc = login_who(c, o, &cr, &rep)) < 0)
+	if ((rc = login_who(c, o, &cr, &rep, &c->login_agent)) < 0)
 		return rc;
 	if ((rc = mgmt_addr(server, w->mgmt_port, &cr, addr, sizeof(addr))) < 0)
 		goto out;
@@ -588,27 +590,50 @@ static int conn_relogin(lode_conn_t *c)
 	struct lode_conn_opts o = {.pool = c->pool};
 	Lode__Mgmt__V1__ConnectReply *rep = NULL;
 	struct conn_cred cr;
+	bool via_agent;
 	int rc;
 
-	if (c->cred_given)
+	if (c->cred_given) {
+		snprintf(c->mgmt_err, sizeof(c->mgmt_err),
+			 "its secret was passed in, and is not kept to log in again");
 		return -LODE_ECAPEXPIRED;
-	if ((rc = login_who(c, &o, &cr, &rep)) == 0 && (rc = login_connect(c, &cr, &rep)) == 0) {
-		if (strcmp(rep->user, c->user) != 0 || strcmp(rep->tenant, c->tenant) != 0 ||
-		    rep->pool_uuid.len != sizeof(c->pool_uuid.b) ||
-		    memcmp(rep->pool_uuid.data, c->pool_uuid.b, sizeof(c->pool_uuid.b)) != 0) {
-			snprintf(c->mgmt_err, sizeof(c->mgmt_err),
-				 "logging in again: the credentials now name %s/%s or another pool",
-				 rep->tenant, rep->user);
-			rc = -EACCES;
-		} else {
-			rc = login_take(c, rep);
-		}
+	}
+	rc = login_who(c, &o, &cr, &rep, &via_agent);
+	/* An agent that is not there (yet) is not a refusal: it may come back
+	 * with the node, as the service does. */
+	if (rc < 0 && c->login_agent && via_agent && !rep)
+		rc = rc == -LODE_EAUTH || rc == -ENOENT ? -EAGAIN : rc;
+	if (rc == 0)
+		rc = login_connect(c, &cr, &rep);
+	if (rc == 0 && (strcmp(rep->user, c->user) != 0 || strcmp(rep->tenant, c->tenant) != 0 ||
+			rep->pool_uuid.len != sizeof(c->pool_uuid.b) ||
+			memcmp(rep->pool_uuid.data, c->pool_uuid.b, sizeof(c->pool_uuid.b)) != 0)) {
+		snprintf(c->mgmt_err, sizeof(c->mgmt_err),
+			 "logging in again: the credentials now name %s/%s or another pool",
+			 rep->tenant, rep->user);
+		rc = -EACCES;
+	}
+	if (rc == 0) {
+		/* The new login's client id binds new sessions: the old ones go
+		 * first, then the token every new one is made with. */
+		conn_engines_drop(c);
+		rc = login_take(c, rep);
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&c->mgmt_lock);
+		for (size_t i = 0; i < rep->n_mgmt_replicas; i++)
+			mgmt_alt_add(c, rep->mgmt_replicas[i]);
+		pthread_mutex_unlock(&c->mgmt_lock);
+		/* Every container's token names the old client id: open each
+		 * again (conn_caps_renew), whatever its expiry. */
+		pthread_mutex_lock(&c->lock);
+		for (unsigned i = 0; i < c->ncaps; i++)
+			c->caps[i].expires_ms = 1;
+		pthread_mutex_unlock(&c->lock);
 	}
 	explicit_bzero(cr.secret, sizeof(cr.secret));
 	if (rep)
 		protobuf_c_message_free_unpacked(&rep->base, NULL);
-	if (rc == 0)
-		conn_engines_drop(c);
 	return rc;
 }
 
@@ -810,34 +835,39 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 		return; /* another thread renews; the old tokens are still good */
 	pthread_mutex_lock(&c->lock);
 	memcpy(old, c->tok, sizeof(old));
-	exp = c->tok_expires_ms;
 	pthread_mutex_unlock(&c->lock);
-	if (exp > 0 && now >= exp) {
-		/* An expired token cannot be renewed, nor a map fetched with it:
-		 * log in again. While that cannot be done now (the service or
-		 * the agent away) it is tried every second; if it cannot be done
-		 * at all (credentials passed in or gone, a user revoked), the
-		 * connection could never serve again: say so, rather than leave
-		 * its calls failing for ever. */
-		if ((rc = conn_relogin(c)) < 0) {
+	if ((rc = renew_one(c, old, tok, &exp)) == 0) {
+		pthread_mutex_lock(&c->lock);
+		memcpy(c->tok, tok, sizeof(tok));
+		c->tok_expires_ms = exp;
+		next = renew_point(exp, now);
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		pthread_mutex_lock(&c->lock);
+		exp = c->tok_expires_ms;
+		pthread_mutex_unlock(&c->lock);
+		/* An expired token cannot be renewed, nor a map fetched with it
+		 * (the service refuses it, or our clock says so while the
+		 * service is away): log in again. While that cannot be done now
+		 * (the service or the agent away) it is tried every second; if
+		 * it cannot be done at all (credentials passed in or gone, a
+		 * user revoked), the connection could never serve again: say
+		 * so, rather than leave its calls failing for ever. */
+		if (rc == -LODE_EAUTH || (exp > 0 && now >= exp))
+			rc = conn_relogin(c);
+		else
+			rc = -EAGAIN;
+		if (rc < 0) {
 			if (login_refused(rc))
 				conn_expire(c, rc);
 			atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
+			explicit_bzero(old, sizeof(old));
+			explicit_bzero(tok, sizeof(tok));
 			pthread_mutex_unlock(&c->renew_lock);
 			return;
 		}
 		pthread_mutex_lock(&c->lock);
 		next = renew_point(c->tok_expires_ms, now);
-		pthread_mutex_unlock(&c->lock);
-	} else if ((rc = renew_one(c, old, tok, &exp)) < 0) {
-		atomic_store(&c->renew_at_ms, now + RENEW_RETRY_MS);
-		pthread_mutex_unlock(&c->renew_lock);
-		return;
-	} else {
-		pthread_mutex_lock(&c->lock);
-		memcpy(c->tok, tok, sizeof(tok));
-		c->tok_expires_ms = exp;
-		next = renew_point(exp, now);
 		pthread_mutex_unlock(&c->lock);
 	}
 	/* Container tokens: one at a time, the list may change between them.

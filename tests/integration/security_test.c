@@ -365,7 +365,7 @@ static void test_expired(void **state)
 {
 	struct lode_conn_opts o = {.transport = "tcp", .timeout_ms = 5000};
 	lode_conn_t *c, *ce;
-	lode_cont_t *ct, *cte;
+	lode_cont_t *ct, *cte, *cte2;
 	char buf[64];
 	uint32_t len;
 	int rc = -1;
@@ -377,10 +377,18 @@ static void test_expired(void **state)
 	setenv("LODE_SECRET", "alice-secret-1", 1);
 	assert_int_equal(lode_connect(hs_addr(&srv), &o, &ce), 0);
 	assert_int_equal(lode_cont_open(ce, "vault", &cte), 0);
-	/* Stop both from renewing, and outlive the 10 s lifetime. */
+	/* Stop both from renewing, and outlive the 10 s lifetime. The second
+	 * opens a container of its own 4 s in: that token expires after the
+	 * pool's, and is still valid when the login again comes, but names
+	 * the old login's client id. */
 	atomic_store(&c->renew_at_ms, INT64_MAX);
 	atomic_store(&ce->renew_at_ms, INT64_MAX);
-	sleep(11);
+	sleep(4);
+	assert_int_equal(lode_cont_create(ce, "vault-late", NULL), 0);
+	assert_int_equal(lode_cont_open(ce, "vault-late", &cte2), 0);
+	assert_int_equal(lode_kv_put(cte2, oid, "k", "late", 4, NULL), 0);
+	atomic_store(&ce->renew_at_ms, INT64_MAX);
+	sleep(7);
 	assert_int_equal(lode_kv_get(ct, oid, "k", buf, sizeof(buf), &len, NULL), -LODE_ECAPEXPIRED);
 	assert_int_equal(lode_kv_put(ct, oid, "k", "late", 4, NULL), -LODE_ECAPEXPIRED);
 	assert_int_equal(lode_kv_get(cte, oid, "k", buf, sizeof(buf), &len, NULL),
@@ -396,6 +404,14 @@ static void test_expired(void **state)
 	}
 	if (rc != 0)
 		fail_msg("a connection that logged in again: %s", lode_strerror(rc));
+	rc = lode_kv_get(cte2, oid, "k", buf, sizeof(buf), &len, NULL);
+	if (rc != 0)
+		fail_msg("a container whose token had not expired at the login again: %s",
+			 lode_strerror(rc));
+	assert_int_equal(len, 4);
+	assert_memory_equal(buf, "late", 4);
+	lode_cont_close(cte2);
+	assert_int_equal(lode_cont_destroy(ce, "vault-late"), 0);
 	unsetenv("LODE_USER");
 	unsetenv("LODE_SECRET");
 	/* The connection that renews on its own (alice's first) goes on working. */
