@@ -989,7 +989,16 @@ static int req_send(struct creq *r)
 	if (c->eng[c->w[r->tgt].eng].joining && r->op != NET_OP_PING && r->op != NET_OP_HELLO)
 		return -EHOSTDOWN; /* being connected: no session there yet */
 	cl = conn_cap_put(c, r->op, &r->a.cont, r->hdr + NET_HDR_SIZE);
-	n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE + cl, NET_ARGS_MAX);
+	if (r->placed && layout_class_id_ec(r->cls) && r->op != NET_OP_LEASE) {
+		/* An EC member's own object on its target (leases stay on the
+		 * array's id: one member holds them for all). */
+		struct net_args a = r->a;
+
+		a.oid = layout_oid_member(a.oid, r->member);
+		n = net_args_encode(r->op, &a, r->hdr + NET_HDR_SIZE + cl, NET_ARGS_MAX);
+	} else {
+		n = net_args_encode(r->op, &r->a, r->hdr + NET_HDR_SIZE + cl, NET_ARGS_MAX);
+	}
 	if (n < 0)
 		return n;
 	if (slot_take(c, r) < 0)

@@ -664,7 +664,8 @@ int conn_reclaim_due(lode_conn_t *c, uint32_t *settled);
 
 /*
  * Whether (engine self, its target local_tgt) is a member, DOWN or not, of
- * the group of (oid, dkey_hash) of class cls under c->map: 1 or 0. -ENOENT
+ * the group of (oid, dkey_hash) of class cls under c->map: 1 or 0; for an
+ * EC member's own id (layout_oid_member), whether it is that member. -ENOENT
  * when c has no map; -EAGAIN when the map says every target is reclaimed
  * (moves may have begun, so a reclaim must stop); placement's errors.
  */
@@ -677,14 +678,13 @@ int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode
  * member's global target now in tgt[] (-1: DOWN or unreachable), the place
  * each DOWN or moving member goes to in dst[] (-1: it stays, or has no
  * replacement), which member is this target (me) and which is the first
- * not DOWN (first; -1: none), and swap: a member moves onto the target of
- * another live member (harmless for replicas, not for EC cells, which share
- * keys). Returns the group's size; 0 when no rebuild or drain runs;
- * -EHOSTDOWN (a new place cannot be reached), -ENOSPC, -EINVAL.
+ * not DOWN (first; -1: none). An EC member may go where another member is
+ * now: each keeps its own object there (layout_oid_member). Returns the
+ * group's size; 0 when no rebuild or drain runs; -EHOSTDOWN (a new place
+ * cannot be reached), -ENOSPC, -EINVAL. oid is the caller's id.
  */
 struct conn_rebuild_group {
 	int me, first;
-	bool swap;
 	int tgt[LAYOUT_GROUP_MAX], dst[LAYOUT_GROUP_MAX];
 };
 

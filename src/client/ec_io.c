@@ -6,7 +6,8 @@
  * cells of EC_IO_CELL bytes (src/ec's arithmetic): array byte x is in
  * stripe x / (k * cell), data cell (x / cell) % k. Member c of the group
  * (c < k) holds data cell c of every stripe, and member k + j parity cell
- * j, each as an ordinary byte array under the same keys, with cell i of
+ * j, each as an ordinary byte array under the same keys (in an object of
+ * the member's own on its target: layout_oid_member), with cell i of
  * stripe s at the member's offset s * cell + (offset in the cell). So a
  * run of stripes is one contiguous range on every member, a hole reads as
  * zeros on every member, and the parity of zeros is zeros.

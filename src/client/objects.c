@@ -1123,10 +1123,20 @@ int lode_obj_size(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 
 int lode_obj_punch(lode_cont_t *ct, struct lode_oid oid, lode_event_t *ev)
 {
+	struct layout_class cls;
 	struct net_args a = {0};
 
 	if (!ct)
 		return -EFAULT;
+	/* An EC object lives in one group, each member's part an object of
+	 * its own there (layout_oid_member): a write to the group punches
+	 * every member's, and a moving member's new place too. */
+	if (conn_obj_class(ct, oid, &cls) == 0 && cls.redun == LAYOUT_R_EC && cls.groups == 1) {
+		static const struct lode_key any = {"", 0, NULL, 0};
+		struct creq *r = key_req(ct, NET_OP_OBJ_PUNCH, oid, &any);
+
+		return r ? creq_submit(r, ev, NULL) : -ENOMEM;
+	}
 	a.cont = ct->uuid;
 	a.oid = oid;
 	return broadcast(ct->c, NET_OP_OBJ_PUNCH, &a, ev);
@@ -1331,6 +1341,9 @@ int lode_obj_list(lode_cont_t *ct, lode_epoch_t epoch, struct lode_anchor *an,
 			oids[i].hi |= (uint64_t)raw[16 * i + b] << (8 * b);
 			oids[i].lo |= (uint64_t)raw[16 * i + 8 + b] << (8 * b);
 		}
+		/* An EC member's own object: the caller's id. */
+		if (layout_class_id_ec(lode_oid_class(oids[i])))
+			oids[i] = layout_oid_plain(oids[i]);
 	}
 	free(raw);
 	return n;

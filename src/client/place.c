@@ -70,8 +70,10 @@ struct creq *creq_new_placed(lode_cont_t *ct, uint16_t op, struct lode_oid oid,
 	struct layout_class cls;
 	struct creq *r;
 
-	/* A class the request cannot be placed by is refused at submit. */
-	if (conn_obj_class(ct, oid, &cls) < 0)
+	/* A class the request cannot be placed by is refused at submit; so is
+	 * an EC object's id that names a member (layout_oid_member). */
+	if (conn_obj_class(ct, oid, &cls) < 0 ||
+	    (cls.redun == LAYOUT_R_EC && layout_oid_member_of(oid) >= 0))
 		cls.id = 0;
 	if (!(r = creq_new(ct->c, op, 0)))
 		return NULL;
@@ -222,17 +224,19 @@ static const struct layout_group *next_group(lode_conn_t *c, const struct creq *
  * somewhere else: the replacement of a DOWN member, or the new place of a
  * live one that a lower member's replacement pushed (src/layout/place.c).
  * Its global target in *t, 0; -ENOENT when there is none to write to (no
- * rebuild, the member stays, or it lands where another member is now);
- * -EHOSTDOWN when it cannot be reached. g2 is the group in c->map_next
- * (NULL: none).
+ * rebuild, the member stays, or, for a replica, it lands where another
+ * member is now, which holds the same); -EHOSTDOWN when it cannot be
+ * reached. g2 is the group in c->map_next (NULL: none). An EC member that
+ * lands where another is keeps its cells apart there (layout_oid_member).
  */
 static int spare_target(lode_conn_t *c, const struct layout_group *g,
-			const struct layout_group *g2, unsigned i, int *t)
+			const struct layout_group *g2, unsigned i, bool ec, int *t)
 {
 	if (!g2 || i >= g2->size || g2->shard[i].down)
 		return -ENOENT;
 	for (unsigned k = 0; k < g->size; k++)
-		if (!g->shard[k].down && g->shard[k].engine == g2->shard[i].engine &&
+		if ((!ec || k == i) && !g->shard[k].down &&
+		    g->shard[k].engine == g2->shard[i].engine &&
 		    g->shard[k].tgt == g2->shard[i].tgt)
 			return -ENOENT;
 	return (*t = member_target(c, g2, i)) < 0 ? -EHOSTDOWN : 0;
@@ -271,7 +275,8 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 	if (g->shard[r->member].down) {
 		if (!r->write)
 			return -EHOSTDOWN;
-		rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t);
+		rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member,
+				  cls->redun == LAYOUT_R_EC, &t);
 		if (rc == -ENOENT)
 			return -EHOSTDOWN; /* no replacement: a degraded write */
 		if (rc < 0)
@@ -286,7 +291,8 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 		return 0;
 	/* A live member a rebuild moves: its new place gets the write too. */
 	r->spread = true;
-	rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t);
+	rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member,
+			  cls->redun == LAYOUT_R_EC, &t);
 	if (rc == -EHOSTDOWN)
 		r->lost_rc = rc; /* its new place would miss it: the piece fails */
 	if (rc < 0)
@@ -319,7 +325,7 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		 * group in the new map (a spare: of the rebuild's), or lost. */
 		if (r->spare) {
 			if (spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), r->member,
-					 &t) < 0)
+					 cls.redun == LAYOUT_R_EC, &t) < 0)
 				return -EHOSTDOWN;
 		} else if (r->member >= g.size || (t = member_target(c, &g, r->member)) < 0) {
 			return -EHOSTDOWN;
@@ -351,7 +357,8 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 			continue; /* the leader, or a member it skipped (counted above) */
 		if (g.shard[i].down) {
 			/* A DOWN member: its replacement, while a rebuild runs. */
-			rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t);
+			rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i,
+					  cls.redun == LAYOUT_R_EC, &t);
 			if (rc == -ENOENT)
 				continue;
 			if (rc < 0) {
@@ -378,7 +385,8 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 
 		if (g.shard[i].down)
 			continue;
-		rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t);
+		rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i,
+				  cls.redun == LAYOUT_R_EC, &t);
 		if (rc == -EHOSTDOWN)
 			r->lost_up = true; /* its new place would miss it: wait for a map */
 		if (rc < 0)
@@ -689,6 +697,7 @@ int conn_reclaim_due(lode_conn_t *c, uint32_t *settled)
 int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
 		     uint64_t dkey_hash, uint32_t self, uint16_t local_tgt)
 {
+	int m = layout_oid_member_of(oid);
 	struct layout_group g;
 	int rc = -ENOENT;
 
@@ -696,9 +705,10 @@ int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode
 	if (c->map && !c->map_local && !layout_map_reclaiming(c->map))
 		rc = -EAGAIN; /* moves may have begun: a walk now could drop their copies */
 	else if (c->map && !c->map_local &&
-		 (rc = layout_dkey_place(c->map, oid, cls, dkey_hash, &g)) == 0)
+		 (rc = layout_dkey_place(c->map, layout_oid_plain(oid), cls, dkey_hash, &g)) == 0)
 		for (unsigned i = 0; i < g.size && rc == 0; i++)
-			rc = g.shard[i].engine == self && g.shard[i].tgt == local_tgt;
+			rc = (m < 0 || (unsigned)m == i) && g.shard[i].engine == self &&
+			     g.shard[i].tgt == local_tgt;
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -721,7 +731,6 @@ int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lo
 		return rc;
 	}
 	out->me = out->first = -1;
-	out->swap = false;
 	for (unsigned i = 0; i < g.size && rc == 0; i++) {
 		out->tgt[i] = out->dst[i] = -1;
 		if (!g.shard[i].down) {
@@ -731,18 +740,11 @@ int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lo
 			if (g.shard[i].engine == self && g.shard[i].tgt == local_tgt)
 				out->me = (int)i;
 		}
-		if ((rc = spare_target(c, &g, &g2, i, &out->dst[i])) == -ENOENT) {
+		if ((rc = spare_target(c, &g, &g2, i, cls->redun == LAYOUT_R_EC, &out->dst[i])) ==
+		    -ENOENT) {
 			rc = 0; /* stays, or no replacement (too few engines left) */
 			out->dst[i] = -1;
 		}
-		/* Moving onto the target of another live member (members swapped
-		 * by two failures in turn). */
-		for (unsigned k = 0; k < g.size; k++)
-			out->swap |= k != i && !g.shard[k].down && !g2.shard[i].down &&
-				     (g.shard[i].engine != g2.shard[i].engine ||
-				      g.shard[i].tgt != g2.shard[i].tgt) &&
-				     g.shard[k].engine == g2.shard[i].engine &&
-				     g.shard[k].tgt == g2.shard[i].tgt;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc < 0 ? rc : (int)g.size;

@@ -212,6 +212,12 @@ int layout_map_decode(const void *buf, size_t len, struct layout_map **mp);
 #define LAYOUT_CLASS_EC_8P2 0xa3
 #define LAYOUT_CLASS_NAME_MAX 8 /* longest name ("EC_8P2", "S128") and its NUL */
 
+/* Whether class id is erasure-coded. */
+static inline bool layout_class_id_ec(unsigned id)
+{
+	return id == LAYOUT_CLASS_EC_2P1 || id == LAYOUT_CLASS_EC_4P2 || id == LAYOUT_CLASS_EC_8P2;
+}
+
 enum layout_redun {
 	LAYOUT_R_NONE = 0,    /* one copy */
 	LAYOUT_R_REPLICA = 1, /* group_size full copies */
@@ -231,6 +237,37 @@ struct layout_class {
 	uint32_t group_size; /* members per group: shards on distinct engines */
 	uint32_t tolerance;  /* engine failures a group survives */
 };
+
+/*
+ * The member of an erasure-coded object as its targets store it: member m
+ * of a group keeps its cells (and its copies of single values) as an
+ * object of its own, whose id carries m + 1 in its top 4 bits, the high
+ * half of the type byte, which no type uses (lode/types.h). So two members
+ * that meet on one target while a layout changes (docs/decisions/0017)
+ * never share a key. Placement, leases and whatever a caller sees use the
+ * id without them.
+ */
+#define LAYOUT_OID_MEMBER_SHIFT 60
+
+static inline struct lode_oid layout_oid_member(struct lode_oid oid, unsigned m)
+{
+	oid.hi = (oid.hi & ~(0xfULL << LAYOUT_OID_MEMBER_SHIFT)) |
+		 (uint64_t)(m + 1) << LAYOUT_OID_MEMBER_SHIFT;
+	return oid;
+}
+
+/* The member an id names (layout_oid_member), or -1 for a caller's id. */
+static inline int layout_oid_member_of(struct lode_oid oid)
+{
+	return (int)(oid.hi >> LAYOUT_OID_MEMBER_SHIFT) - 1;
+}
+
+/* The caller's id of a member's (layout_oid_member). */
+static inline struct lode_oid layout_oid_plain(struct lode_oid oid)
+{
+	oid.hi &= ~(0xfULL << LAYOUT_OID_MEMBER_SHIFT);
+	return oid;
+}
 
 /*
  * A class from its name: exactly one of "S1".."S128" (no sign, no leading

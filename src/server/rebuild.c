@@ -100,8 +100,8 @@ struct pass {
 	uint8_t keys[64 << 10];    /* a batch of dkeys */
 	uint8_t akeys[64 << 10];   /* a batch of akeys */
 	struct ec_codec *codec[3]; /* EC_2P1, EC_4P2, EC_8P2, made at the first need */
-	bool exdev;                /* an EC group was left as it is (see dkey_ec) */
 	bool torn;                 /* an EC array was left torn (see ec_lease) */
+	uint64_t beside;           /* EC members moved beside another of their group */
 	bool reclaim;              /* this scan reclaims (dkey_reclaim) instead of copying */
 	uint64_t dropped;          /* dkeys the reclaim removed */
 	uint64_t token;            /* this pass's lease token */
@@ -264,8 +264,8 @@ static int copy_punch(struct pass *p, unsigned dst, uint16_t op, struct lode_oid
  * extent) are on the copy what they are on the original. A piece of
  * zeros that is not a view's last stays a hole, or becomes one.
  */
-static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
-		      const struct lode_key *k, int v0)
+static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oid soid,
+		      struct lode_oid doid, const struct lode_key *k, int v0)
 {
 	uint64_t *size = p->sizes, top = 0;
 	int rc;
@@ -273,7 +273,7 @@ static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oi
 	for (int v = v0; v <= p->nsnaps; v++) {
 		struct conn_tgt_io sz = {.epoch = view_read(p, v)};
 
-		rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, oid, k, &sz);
+		rc = conn_tgt_io(p->ct, src, NET_OP_ARR_SIZE, soid, k, &sz);
 		if (rc < 0 && rc != -ENOENT)
 			return rc;
 		size[v] = rc < 0 ? 0 : sz.val;
@@ -294,7 +294,7 @@ static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oi
 						 .out = p->buf, .rebuild = true};
 
 			memset(p->buf + n, 0, span - n);
-			if (n && (rc = conn_tgt_io(p->ct, src, NET_OP_ARR_FETCH, oid, k, &rd)) < 0) {
+			if (n && (rc = conn_tgt_io(p->ct, src, NET_OP_ARR_FETCH, soid, k, &rd)) < 0) {
 				if (rc != -ENOENT)
 					return rc;
 				memset(p->buf, 0, n); /* gone in this view */
@@ -309,12 +309,12 @@ static int copy_array(struct pass *p, unsigned src, unsigned dst, struct lode_oi
 				/* A hole here: one to make only if the view before had
 				 * something (bytes, or the extent that made its size). */
 				if (!all_zero(p->prev, span) || (n == 0 && had))
-					rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off,
+					rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, doid, k, v, off,
 							n == 0 ? had : span);
 			} else {
-				rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr);
+				rc = copy_write(p, dst, NET_OP_ARR_UPDATE, doid, k, &wr);
 				if (rc == 0 && n < had)
-					rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off + n,
+					rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, doid, k, v, off + n,
 							had - n);
 				if (v == p->nsnaps)
 					count(p->rb, 0, n); /* the latest view's bytes */
@@ -348,22 +348,22 @@ static int akey_kind(struct pass *p, unsigned src, struct lode_oid oid, const st
  * and a single value in another (punched, then written as the other) is
  * copied as the latest view only: the copy cannot hold both kinds.
  */
-static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid oid,
-		     const struct lode_key *k)
+static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid soid,
+		     struct lode_oid doid, const struct lode_key *k)
 {
 	size_t have = 0; /* the view before's value: p->prev[0, have) */
 	bool had = false;
 	int rc, v0 = 0, kinds = 0;
 
 	for (int v = 0; v <= p->nsnaps && p->nsnaps > 0; v++) {
-		if ((rc = akey_kind(p, src, oid, k, v)) < 0)
+		if ((rc = akey_kind(p, src, soid, k, v)) < 0)
 			return rc;
 		kinds |= rc == 0 ? 0 : 1 << rc;
 	}
 	if (kinds == (1 << 1 | 1 << 2))
 		v0 = p->nsnaps;
 	if (kinds == 1 << 1)
-		return copy_array(p, src, dst, oid, k, 0);
+		return copy_array(p, src, dst, soid, doid, k, 0);
 	if ((rc = buf_room(p, PIECE)) < 0)
 		return rc;
 	for (int v = v0; v <= p->nsnaps; v++) {
@@ -373,7 +373,7 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 		for (;;) {
 			rd = (struct conn_tgt_io){.epoch = view_read(p, v), .in = p->buf,
 						  .cap = p->cap};
-			rc = conn_tgt_io(p->ct, src, NET_OP_SV_FETCH, oid, k, &rd);
+			rc = conn_tgt_io(p->ct, src, NET_OP_SV_FETCH, soid, k, &rd);
 			if (rc != -EOVERFLOW || p->cap >= LODE_IO_MAX)
 				break;
 			if ((rc = buf_room(p, LODE_IO_MAX)) < 0)
@@ -382,13 +382,13 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 		if (rc == -LODE_ETYPE) {
 			if (v < p->nsnaps)
 				return -EAGAIN; /* its kind changed meanwhile: the pass again */
-			return copy_array(p, src, dst, oid, k, p->nsnaps);
+			return copy_array(p, src, dst, soid, doid, k, p->nsnaps);
 		}
 		if (rc < 0 && rc != -ENOENT)
 			return rc;
 		if (rc == -ENOENT) {
 			/* Not there in this view (or punched meanwhile). */
-			if (had && (rc = copy_punch(p, dst, NET_OP_AKEY_PUNCH, oid, k, v, 0, 0)) < 0)
+			if (had && (rc = copy_punch(p, dst, NET_OP_AKEY_PUNCH, doid, k, v, 0, 0)) < 0)
 				return rc;
 			had = false;
 			continue;
@@ -401,7 +401,7 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 			struct conn_tgt_io wr = {.epoch = view_write(p, v), .out = p->buf, .len = n,
 						 .rebuild = true};
 
-			if ((rc = copy_write(p, dst, NET_OP_SV_UPDATE, oid, k, &wr)) < 0)
+			if ((rc = copy_write(p, dst, NET_OP_SV_UPDATE, doid, k, &wr)) < 0)
 				return rc;
 		}
 		if (v == p->nsnaps)
@@ -468,7 +468,7 @@ static int akey_copy(struct keys_walk *w, const uint8_t *akey, uint16_t alen)
 {
 	struct lode_key k = {w->dkey, w->dlen, akey, alen};
 
-	return copy_akey(w->p, w->tgt, w->dst, w->oid, &k);
+	return copy_akey(w->p, w->tgt, w->dst, w->oid, w->oid, &k);
 }
 
 /* A dkey of w->oid: copy every akey to each replacement we are to fill. */
@@ -513,12 +513,12 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
  * write and single value reaches (a data member may hold nothing of a
  * small array); with every parity member lost, each live holder.
  *
- * A cell cannot yet move onto a target that holds another member's cell of
- * the same group (two failures in turn can swap members: src/layout/place.c):
- * both are stored under the same keys. conn_rebuild_group says so
- * (swap): the pass leaves that group, does the rest, then fails and is
- * retried, and the engine stays DOWN with those cells read degraded,
- * rather than go OUT with a wrong cell in place.
+ * Each member keeps its part as an object of its own on its target
+ * (layout_oid_member), so every read and write here names the member's
+ * id, and a member that moves onto the target another member of its group
+ * is leaving (an integration, or two failures in turn, can swap them:
+ * src/layout/place.c) lands beside it, not on it (docs/decisions/0017).
+ * The lease is the array's, under the caller's id, as clients take it.
  *
  * A client write racing the rebuild of its stripe could change some of the
  * k cells between the reads, and the cells rebuilt from them would be
@@ -529,9 +529,16 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 struct ec_group {
 	const struct layout_class *cls;
 	const struct ec_codec *codec;
+	struct lode_oid oid;         /* the caller's id */
 	int n;
 	struct conn_rebuild_group m; /* where each member is and goes */
 };
+
+/* Member m's own object. */
+static struct lode_oid mo(const struct ec_group *g, unsigned m)
+{
+	return layout_oid_member(g->oid, m);
+}
 
 /* The akeys of one dkey over every live member, each once. */
 struct key_set {
@@ -577,13 +584,14 @@ static const struct ec_codec *codec_for(struct pass *p, const struct layout_clas
 /* Read [off, off + n) of akey k as of epoch at from each of the k source
  * members into bufs. */
 static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t *src,
-			struct lode_oid oid, const struct lode_key *k, lode_epoch_t at,
-			uint64_t off, uint64_t n, uint8_t *bufs)
+			const struct lode_key *k, lode_epoch_t at, uint64_t off, uint64_t n,
+			uint8_t *bufs)
 {
 	for (unsigned s = 0; s < g->cls->k; s++) {
 		struct conn_tgt_io rd = {.epoch = at, .off = off, .len = n,
 					 .in = bufs + (size_t)s * EC_PIECE, .cap = n};
-		int rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[src[s]], NET_OP_ARR_FETCH, oid, k, &rd);
+		int rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[src[s]], NET_OP_ARR_FETCH,
+				     mo(g, src[s]), k, &rd);
 
 		if (rc == -ENOENT)
 			memset(rd.in, 0, n);
@@ -705,7 +713,7 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			rc = -ECANCELED;
 		else if ((rc = ec_lease_op(p, *host, oid, k, at_off, at_len, EC_LEASE_MS,
 					   NET_F_LEASE_RENEW)) == 0 &&
-			 (rc = ec_read_srcs(p, g, src, oid, k, LODE_EPOCH_MAX, at, n, p->ecbuf)) == 0)
+			 (rc = ec_read_srcs(p, g, src, k, LODE_EPOCH_MAX, at, n, p->ecbuf)) == 0)
 			rc = ec_encode(g->codec, data, par, n);
 		for (unsigned j = 0; j < g->cls->p && rc == 0; j++) {
 			struct conn_tgt_io wr = {.epoch = LODE_EPOCH_MAX, .off = at, .len = n,
@@ -713,7 +721,7 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 
 			if (g->m.tgt[nk + j] >= 0)
 				rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[nk + j], NET_OP_ARR_UPDATE,
-						 oid, k, &wr);
+						 mo(g, nk + j), k, &wr);
 		}
 	}
 	if (rc < 0) {
@@ -750,7 +758,7 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	for (unsigned m = 0, o = ns; m < nm; m++)
 		if (want & 1u << m)
 			cells[m] = a + (size_t)o++ * EC_PIECE;
-	if ((rc = ec_read_srcs(p, g, src, oid, k, view_read(p, v), off, n, a)) < 0)
+	if ((rc = ec_read_srcs(p, g, src, k, view_read(p, v), off, n, a)) < 0)
 		return rc;
 	for (;;) {
 		if ((rc = ec_reconstruct(g->codec, cells, present, want, n)) < 0)
@@ -761,7 +769,7 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 		 * rebuilt cells wrong; then rebuild from the new bytes. (Writers
 		 * take the lease, which this holds; a writer of an older build
 		 * would not.) */
-		if ((rc = ec_read_srcs(p, g, src, oid, k, LODE_EPOCH_MAX, off, n, b)) < 0)
+		if ((rc = ec_read_srcs(p, g, src, k, LODE_EPOCH_MAX, off, n, b)) < 0)
 			return rc;
 		bool same = true;
 
@@ -788,12 +796,12 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			/* A hole here: one to make only if the view before had
 			 * something. */
 			if (ext[m])
-				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off, ext[m]);
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, mo(g, m), k, v, off, ext[m]);
 			ext[m] = 0;
 		} else {
-			rc = copy_write(p, dst, NET_OP_ARR_UPDATE, oid, k, &wr);
+			rc = copy_write(p, dst, NET_OP_ARR_UPDATE, mo(g, m), k, &wr);
 			if (rc == 0 && nv < ext[m])
-				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, oid, k, v, off + nv,
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, mo(g, m), k, v, off + nv,
 						ext[m] - nv);
 			if (rc == 0 && v == p->nsnaps)
 				count(p->rb, 0, nv); /* the latest view's bytes */
@@ -835,8 +843,8 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	 * cells, copied. */
 	for (unsigned m = 0; m < nm; m++)
 		if (g->m.tgt[m] >= 0 && g->m.dst[m] >= 0 &&
-		    (rc = copy_array(p, (unsigned)g->m.tgt[m], (unsigned)g->m.dst[m], oid, k,
-				      v0)) < 0)
+		    (rc = copy_array(p, (unsigned)g->m.tgt[m], (unsigned)g->m.dst[m], mo(g, m),
+				      mo(g, m), k, v0)) < 0)
 			return rc;
 	if (!want)
 		return 0;
@@ -848,7 +856,8 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 
 			if (g->m.tgt[m] < 0)
 				continue;
-			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, oid, k, &sz);
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, mo(g, m), k,
+					 &sz);
 			if (rc < 0 && rc != -ENOENT)
 				return rc;
 			if (rc == 0 && sz.val > size[v])
@@ -895,15 +904,15 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
  * says: a single value lives whole on every member, but a member may hold
  * none of a small array's cells, so each is asked until one has the akey.
  */
-static int ec_kind(struct pass *p, const struct ec_group *g, struct lode_oid oid,
-		   const struct lode_key *k, int v, int *holder)
+static int ec_kind(struct pass *p, const struct ec_group *g, const struct lode_key *k, int v,
+		   int *holder)
 {
 	for (int m = 0; m < g->n; m++) {
 		int rc;
 
 		if (g->m.tgt[m] < 0)
 			continue;
-		if ((rc = akey_kind(p, (unsigned)g->m.tgt[m], oid, k, v)) != 0) {
+		if ((rc = akey_kind(p, (unsigned)g->m.tgt[m], mo(g, (unsigned)m), k, v)) != 0) {
 			*holder = *holder < 0 ? m : *holder;
 			return rc;
 		}
@@ -923,7 +932,7 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 	int kinds = 0, latest = 0, holder = -1, rc = 0;
 
 	for (int v = 0; v <= p->nsnaps; v++) {
-		if ((latest = ec_kind(p, g, oid, k, v, &holder)) < 0)
+		if ((latest = ec_kind(p, g, k, v, &holder)) < 0)
 			return latest;
 		kinds |= latest ? 1 << latest : 0;
 	}
@@ -933,7 +942,7 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 		for (int m = 0; m < g->n && rc == 0; m++)
 			if (g->m.dst[m] >= 0)
 				rc = copy_akey(p, (unsigned)g->m.tgt[holder], (unsigned)g->m.dst[m],
-					       oid, k);
+					       mo(g, (unsigned)holder), mo(g, (unsigned)m), k);
 		return rc;
 	}
 	if (kinds == 0)
@@ -941,11 +950,12 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 	return ec_array(p, g, oid, k, kinds == 1 << 1 ? 0 : p->nsnaps);
 }
 
-/* A dkey of an EC object on our target: rebuild it if we are its first holder. */
+/* A dkey of an EC member's object on our target (w->oid names the member):
+ * rebuild the group's if we are that member, and its first holder. */
 static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 {
 	struct pass *p = w->p;
-	struct ec_group g = {.cls = w->cls};
+	struct ec_group g = {.cls = w->cls, .oid = layout_oid_plain(w->oid)};
 	struct lode_key dk = {dkey, dlen, NULL, 0};
 	struct key_set ks = {0};
 	struct keys_walk aw = {.p = p, .oid = w->oid, .buf = p->akeys, .cap = sizeof(p->akeys),
@@ -953,14 +963,12 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 	bool any = false;
 	int rc = 0;
 
-	g.n = conn_rebuild_group(p->c, w->cls, w->oid, conn_dkey_hash(dkey, dlen), p->self,
+	g.n = conn_rebuild_group(p->c, w->cls, g.oid, conn_dkey_hash(dkey, dlen), p->self,
 				 w->local, &g.m);
-	if (g.n <= 0 || g.m.me < 0)
+	/* Not the member this target is now: a copy a move is making here, or
+	 * what a move left here for the reclaim. */
+	if (g.n <= 0 || g.m.me < 0 || g.m.me != layout_oid_member_of(w->oid))
 		return g.n < 0 ? g.n : 0;
-	if (g.m.swap) {
-		p->exdev = true; /* this group waits; the pass goes on, and fails at its end */
-		return 0;
-	}
 	for (int m = 0; m < g.n; m++)
 		any |= g.m.dst[m] >= 0;
 	/* The first live parity member rebuilds it: every array write and
@@ -978,17 +986,22 @@ static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 		return any ? -ENOMEM : 0;
 	if (!p->ecbuf && !(p->ecbuf = malloc(2 * EC_CELLS_MAX * (size_t)EC_PIECE)))
 		return -ENOMEM;
+	/* Counted for the log: members that go where another is now. */
+	for (int m = 0; m < g.n; m++)
+		for (int o = 0; o < g.n && g.m.dst[m] >= 0; o++)
+			p->beside += o != m && g.m.tgt[o] == g.m.dst[m];
 	for (int m = 0; m < g.n && rc == 0; m++) {
 		if (g.m.tgt[m] < 0)
 			continue;
 		aw.tgt = (unsigned)g.m.tgt[m];
+		aw.oid = mo(&g, (unsigned)m);
 		rc = keys_each(&aw, NET_OP_AKEY_LIST, &dk);
 	}
 	for (size_t at = 0; at < ks.used && rc == 0 && !stopping(p->rb);) {
 		uint16_t len = (uint16_t)(ks.buf[at] | ks.buf[at + 1] << 8);
 		struct lode_key k = {dkey, dlen, ks.buf + at + 2, len};
 
-		rc = ec_akey(p, &g, w->oid, &k);
+		rc = ec_akey(p, &g, g.oid, &k);
 		at += 2 + (size_t)len;
 	}
 	free(ks.buf);
@@ -1439,12 +1452,14 @@ static int pass_run(struct rebuild *rb, uint32_t v, uint32_t self)
 	rc = pools_scan(p, c0);
 	if (rc == 0 && stopping(rb))
 		rc = -ECANCELED;
-	if (rc == 0 && p->exdev)
-		rc = -EXDEV; /* everything else is done; those groups stay degraded */
 	if (rc == 0 && p->torn)
 		rc = -ENOTRECOVERABLE; /* likewise: torn arrays whose data members are lost */
 	if (p->torn)
 		rb->torn_told = v; /* each torn array is logged once per map version */
+	if (rc == 0 && p->beside)
+		srv_log("rebuild for pool map version %u: %llu erasure-coded members went where "
+			"another member of their group is now (each keeps its own object there)",
+			v, (unsigned long long)p->beside);
 	if (rc == 0 && conn_map_version(c0) != v)
 		rc = -EAGAIN; /* the map moved under us: the copies may be for the old one */
 out:
@@ -1505,11 +1520,6 @@ static void *rb_main(void *arg)
 			/* Once per version and error: it is retried every few seconds. */
 			srv_log("rebuild for pool map version %u: %s; trying again", v,
 				rc == -ENOSPC ? "too few engines left to place every replica"
-				: rc == -EXDEV
-					? "an erasure-coded group would move a cell onto the target "
-					  "of another of its members (engines with fewer targets than "
-					  "its cells; not built: the group stays where it is, "
-					  "degraded if a member is lost, and the move waits)"
 				: rc == -ENOTRECOVERABLE
 					? "an erasure-coded array is torn and lost a data member "
 					  "(see above; it stays degraded until it is punched)"

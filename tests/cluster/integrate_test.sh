@@ -19,7 +19,7 @@
 # rebuilt, after the new engine is killed. Engines have three targets, as
 # many as an EC_2P1 stripe has cells: a cell that moves onto the engine
 # another cell of its stripe is leaving then lands on another target
-# (src/layout/place.c).
+# (src/layout/place.c); ec_swap_test has engines of two.
 #
 # Last, reintegration: the killed engine restarts (it stays OUT) and is
 # reintegrated; it joins again as a new engine, is filled the same way,

@@ -687,6 +687,11 @@ static void test_extents(void **state)
 
 	/* Bad extents. */
 	assert_int_equal(lode_obj_write(t->cont, kv_oid(6), &k, 0, tmp, 0, NULL), -EINVAL);
+	/* An erasure-coded object's id whose type names a member (16 and up,
+	 * lode/types.h): refused, whatever the class could do here. */
+	assert_int_equal(lode_obj_update(t->cont, lode_oid_make(0x12, 0xa1, 0x17, 6), &k, tmp, 8,
+					 NULL),
+			 -EINVAL);
 	assert_int_equal(lode_obj_write(t->cont, kv_oid(6), &k, UINT64_MAX - 5, tmp, 10, NULL),
 			 -EOVERFLOW);
 	expect_ext(t->cont, kv_oid(6), LODE_EPOCH_MAX, "ext", "a", 0, model, (uint32_t)span);
