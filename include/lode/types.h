@@ -18,10 +18,11 @@ struct lode_uuid {
 
 /*
  * A 128-bit object id. The top 8 bits of hi carry the object type, the next
- * 8 bits the object class; the remaining 112 bits are the caller's. Types
- * are below 16: an erasure-coded object's id with a type of 16 or more is
- * refused (-EINVAL), since its targets keep each member's part under the
- * id with the member in those top 4 bits.
+ * 8 bits the object class; the remaining 112 bits are the caller's. The
+ * types here are below 16, and an erasure-coded object's id (its class the
+ * id's or its container's) with a type of 16 or more is refused (-EINVAL),
+ * since its targets keep each member's part under the id with the member
+ * in those top 4 bits. Other classes take any type.
  */
 struct lode_oid {
 	uint64_t hi;

@@ -1319,6 +1319,7 @@ static int list_run(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const str
 int lode_obj_list(lode_cont_t *ct, lode_epoch_t epoch, struct lode_anchor *an,
 		  struct lode_oid *oids, unsigned max)
 {
+	struct layout_class cls;
 	size_t bytes;
 	uint8_t *raw;
 	int n;
@@ -1341,8 +1342,10 @@ int lode_obj_list(lode_cont_t *ct, lode_epoch_t epoch, struct lode_anchor *an,
 			oids[i].hi |= (uint64_t)raw[16 * i + b] << (8 * b);
 			oids[i].lo |= (uint64_t)raw[16 * i + 8 + b] << (8 * b);
 		}
-		/* An EC member's own object: the caller's id. */
-		if (layout_class_id_ec(lode_oid_class(oids[i])))
+		/* An EC member's own object (its class the id's or the
+		 * container's): the caller's id. */
+		if (layout_oid_member_of(oids[i]) >= 0 && conn_obj_class(ct, oids[i], &cls) == 0 &&
+		    cls.redun == LAYOUT_R_EC)
 			oids[i] = layout_oid_plain(oids[i]);
 	}
 	free(raw);

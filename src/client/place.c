@@ -697,7 +697,8 @@ int conn_reclaim_due(lode_conn_t *c, uint32_t *settled)
 int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode_oid oid,
 		     uint64_t dkey_hash, uint32_t self, uint16_t local_tgt)
 {
-	int m = layout_oid_member_of(oid);
+	int m = cls->redun == LAYOUT_R_EC ? layout_oid_member_of(oid) : -1;
+	struct lode_oid po = m >= 0 ? layout_oid_plain(oid) : oid;
 	struct layout_group g;
 	int rc = -ENOENT;
 
@@ -705,7 +706,7 @@ int conn_dkey_member(lode_conn_t *c, const struct layout_class *cls, struct lode
 	if (c->map && !c->map_local && !layout_map_reclaiming(c->map))
 		rc = -EAGAIN; /* moves may have begun: a walk now could drop their copies */
 	else if (c->map && !c->map_local &&
-		 (rc = layout_dkey_place(c->map, layout_oid_plain(oid), cls, dkey_hash, &g)) == 0)
+		 (rc = layout_dkey_place(c->map, po, cls, dkey_hash, &g)) == 0)
 		for (unsigned i = 0; i < g.size && rc == 0; i++)
 			rc = (m < 0 || (unsigned)m == i) && g.shard[i].engine == self &&
 			     g.shard[i].tgt == local_tgt;

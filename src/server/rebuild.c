@@ -362,8 +362,9 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 	}
 	if (kinds == (1 << 1 | 1 << 2))
 		v0 = p->nsnaps;
+	/* An array: the same member's (an EC member's cells are its own). */
 	if (kinds == 1 << 1)
-		return copy_array(p, src, dst, soid, doid, k, 0);
+		return soid.hi == doid.hi ? copy_array(p, src, dst, soid, doid, k, 0) : -EAGAIN;
 	if ((rc = buf_room(p, PIECE)) < 0)
 		return rc;
 	for (int v = v0; v <= p->nsnaps; v++) {
@@ -380,7 +381,7 @@ static int copy_akey(struct pass *p, unsigned src, unsigned dst, struct lode_oid
 				return rc;
 		}
 		if (rc == -LODE_ETYPE) {
-			if (v < p->nsnaps)
+			if (v < p->nsnaps || soid.hi != doid.hi)
 				return -EAGAIN; /* its kind changed meanwhile: the pass again */
 			return copy_array(p, src, dst, soid, doid, k, p->nsnaps);
 		}
@@ -722,6 +723,11 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			if (g->m.tgt[nk + j] >= 0)
 				rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[nk + j], NET_OP_ARR_UPDATE,
 						 mo(g, nk + j), k, &wr);
+			/* A parity member that moves had its torn parity copied to
+			 * its new place already (ec_array): mended there too. */
+			if (rc == 0 && g->m.tgt[nk + j] >= 0 && g->m.dst[nk + j] >= 0)
+				rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[nk + j], NET_OP_ARR_UPDATE,
+						 mo(g, nk + j), k, &wr);
 		}
 	}
 	if (rc < 0) {
@@ -951,7 +957,7 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 }
 
 /* A dkey of an EC member's object on our target (w->oid names the member):
- * rebuild the group's if we are that member, and its first holder. */
+ * rebuild the group's if we are that member, and its first live parity member. */
 static int dkey_ec(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
 {
 	struct pass *p = w->p;

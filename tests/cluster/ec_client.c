@@ -42,6 +42,9 @@
  *   pick ADDR CONT CLASS ENGINE   the first race object index from 100 (or
  *                                 $RACE_PICK_FROM) up whose data member 0 is
  *                                 on engine ENGINE.
+ *   olist ADDR CONT CLASS N       N key-value objects of the container's
+ *                                 class written, then listed: every listed
+ *                                 id is a caller's and reads back.
  *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
  *                                 through the EC path; prints the result.
  *   punch ADDR CONT CLASS N       punch the race array's akey (under the
@@ -683,6 +686,52 @@ static int cmd_pick(struct ctx *x, const struct layout_class *lc, uint32_t engin
 	return 1;
 }
 
+/*
+ * Objects of the container's class (class byte 0) as lode_obj_list gives
+ * them: n key-value objects written, then every object listed; each listed
+ * id is a caller's (type below 16: no member's own id, decision 0017), and
+ * each written one is there and reads back through the id listed.
+ */
+static int cmd_olist(struct ctx *x, unsigned n)
+{
+	struct lode_anchor an = {0};
+	struct lode_oid got[256];
+	unsigned found = 0, listed = 0;
+	char v[32], back[32];
+	uint32_t len;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(v, sizeof(v), "olist-%u", i);
+		if ((rc = lode_kv_put(x->ct, lode_oid_make(LODE_OT_KV, 0, 0x0115, i), "k", v,
+				      strlen(v), NULL)) < 0)
+			die("olist put", rc);
+	}
+	while (!an.eof) {
+		if ((rc = lode_obj_list(x->ct, LODE_EPOCH_MAX, &an, got, 256)) < 0)
+			die("obj list", rc);
+		for (int i = 0; i < rc; i++, listed++) {
+			if (lode_oid_type(got[i]) >= 16) {
+				printf("FAIL listed id %016llx.%016llx names a member\n",
+				       (unsigned long long)got[i].hi, (unsigned long long)got[i].lo);
+				return 1;
+			}
+			if ((got[i].hi & LODE_OID_USER_MASK) != 0x0115 || lode_oid_class(got[i]) != 0)
+				continue;
+			if ((rc = lode_kv_get(x->ct, got[i], "k", back, sizeof(back), &len, NULL)) < 0)
+				die("olist get of a listed id", rc);
+			found += got[i].lo < n; /* once per target holding it */
+		}
+	}
+	if (found < n) {
+		printf("FAIL %u of %u objects found in a list of %u\n", found, n, listed);
+		return 1;
+	}
+	printf("ok   %u objects of the container's class listed by their own ids (%u listed)\n",
+	       n, listed);
+	return 0;
+}
+
 static int cmd_rread(struct ctx *x, unsigned n)
 {
 	uint8_t buf[RACE_LEN];
@@ -760,6 +809,8 @@ int main(int argc, char **argv)
 		rc = cmd_tear(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "pick")) {
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "olist")) {
+		rc = cmd_olist(&x, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "rread")) {
 		rc = cmd_rread(&x, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "sizes")) {

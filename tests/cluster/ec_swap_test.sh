@@ -49,6 +49,8 @@ else
 	failed "no member moved beside another member of its group: the test proves nothing"
 fi
 check "every object reads back after the integration" 0 "$ec" verify "$a_addr" c21 EC_2P1 11 $N
+check "objects of the container's class listed by the caller's ids" 0 \
+	"$ec" olist "$a_addr" c21 EC_2P1 20
 check "the $n streamed objects too" 0 "$ec" check "$a_addr" c21 EC_2P1 "$n"
 for _ in $(seq 100); do
 	grep -q "reclaim of what pool map version [0-9]* places elsewhere: done, [1-9]" \
