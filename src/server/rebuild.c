@@ -726,8 +726,8 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			/* A parity member that moves had its torn parity copied to
 			 * its new place already (ec_array): mended there too. */
 			if (rc == 0 && g->m.tgt[nk + j] >= 0 && g->m.dst[nk + j] >= 0)
-				rc = conn_tgt_io(p->ct, (unsigned)g->m.dst[nk + j], NET_OP_ARR_UPDATE,
-						 mo(g, nk + j), k, &wr);
+				rc = copy_write(p, (unsigned)g->m.dst[nk + j], NET_OP_ARR_UPDATE,
+						mo(g, nk + j), k, &wr);
 		}
 	}
 	if (rc < 0) {
@@ -938,13 +938,18 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 	int kinds = 0, latest = 0, holder = -1, rc = 0;
 
 	for (int v = 0; v <= p->nsnaps; v++) {
-		if ((latest = ec_kind(p, g, k, v, &holder)) < 0)
+		int h = -1;
+
+		if ((latest = ec_kind(p, g, k, v, &h)) < 0)
 			return latest;
 		kinds |= latest ? 1 << latest : 0;
+		holder = h >= 0 ? h : holder; /* the latest view's that has it */
 	}
 	if (latest == 2 || kinds == 1 << 2) {
 		/* A single value (copy_akey takes the latest view alone where
-		 * its kind changed). */
+		 * its kind changed), from a member that has it in the latest
+		 * view it is in: one that held an array's cells before has no
+		 * such value to give. */
 		for (int m = 0; m < g->n && rc == 0; m++)
 			if (g->m.dst[m] >= 0)
 				rc = copy_akey(p, (unsigned)g->m.tgt[holder], (unsigned)g->m.dst[m],

@@ -696,11 +696,14 @@ static int cmd_olist(struct ctx *x, unsigned n)
 {
 	struct lode_anchor an = {0};
 	struct lode_oid got[256];
-	unsigned found = 0, listed = 0;
+	unsigned listed = 0;
 	char v[32], back[32];
+	bool *seen = calloc(n ? n : 1, sizeof(*seen));
 	uint32_t len;
-	int rc;
+	int rc, nb;
 
+	if (!seen)
+		die("olist", -ENOMEM);
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(v, sizeof(v), "olist-%u", i);
 		if ((rc = lode_kv_put(x->ct, lode_oid_make(LODE_OT_KV, 0, 0x0115, i), "k", v,
@@ -708,25 +711,36 @@ static int cmd_olist(struct ctx *x, unsigned n)
 			die("olist put", rc);
 	}
 	while (!an.eof) {
-		if ((rc = lode_obj_list(x->ct, LODE_EPOCH_MAX, &an, got, 256)) < 0)
-			die("obj list", rc);
-		for (int i = 0; i < rc; i++, listed++) {
+		if ((nb = lode_obj_list(x->ct, LODE_EPOCH_MAX, &an, got, 256)) < 0)
+			die("obj list", nb);
+		for (int i = 0; i < nb; i++, listed++) {
 			if (lode_oid_type(got[i]) >= 16) {
 				printf("FAIL listed id %016llx.%016llx names a member\n",
 				       (unsigned long long)got[i].hi, (unsigned long long)got[i].lo);
 				return 1;
 			}
-			if ((got[i].hi & LODE_OID_USER_MASK) != 0x0115 || lode_oid_class(got[i]) != 0)
+			if ((got[i].hi & LODE_OID_USER_MASK) != 0x0115 || lode_oid_class(got[i]) != 0 ||
+			    got[i].lo >= n)
 				continue;
-			if ((rc = lode_kv_get(x->ct, got[i], "k", back, sizeof(back), &len, NULL)) < 0)
+			if ((rc = lode_kv_get(x->ct, got[i], "k", back, sizeof(back) - 1, &len,
+					      NULL)) < 0)
 				die("olist get of a listed id", rc);
-			found += got[i].lo < n; /* once per target holding it */
+			back[len < sizeof(back) ? len : sizeof(back) - 1] = 0;
+			snprintf(v, sizeof(v), "olist-%llu", (unsigned long long)got[i].lo);
+			if (strcmp(back, v) != 0) {
+				printf("FAIL listed object %llu reads '%s'\n",
+				       (unsigned long long)got[i].lo, back);
+				return 1;
+			}
+			seen[got[i].lo] = true;
 		}
 	}
-	if (found < n) {
-		printf("FAIL %u of %u objects found in a list of %u\n", found, n, listed);
-		return 1;
-	}
+	for (unsigned i = 0; i < n; i++)
+		if (!seen[i]) {
+			printf("FAIL object %u is not in a list of %u\n", i, listed);
+			return 1;
+		}
+	free(seen);
 	printf("ok   %u objects of the container's class listed by their own ids (%u listed)\n",
 	       n, listed);
 	return 0;
@@ -783,6 +797,7 @@ int main(int argc, char **argv)
 				"       ec_client parity ADDR CONT CLASS N\n"
 				"       ec_client tear ADDR CONT CLASS N\n"
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
+				"       ec_client olist ADDR CONT CLASS N\n"
 				"       ec_client rread ADDR CONT CLASS N\n"
 				"       ec_client punch ADDR CONT CLASS N\n"
 				"       ec_client sizes ADDR CONT CLASS SEED\n");
