@@ -1131,7 +1131,7 @@ int lode_obj_punch(lode_cont_t *ct, struct lode_oid oid, lode_event_t *ev)
 	/* An EC object lives in one group, each member's part an object of
 	 * its own there (layout_oid_member): a write to the group punches
 	 * every member's, and a moving member's new place too. */
-	if (conn_obj_class(ct, oid, &cls) == 0 && cls.redun == LAYOUT_R_EC && cls.groups == 1) {
+	if (is_ec(ct, oid, &cls) && cls.groups == 1) {
 		static const struct lode_key any = {"", 0, NULL, 0};
 		struct creq *r = key_req(ct, NET_OP_OBJ_PUNCH, oid, &any);
 
@@ -1344,8 +1344,7 @@ int lode_obj_list(lode_cont_t *ct, lode_epoch_t epoch, struct lode_anchor *an,
 		}
 		/* An EC member's own object (its class the id's or the
 		 * container's): the caller's id. */
-		if (layout_oid_member_of(oids[i]) >= 0 && conn_obj_class(ct, oids[i], &cls) == 0 &&
-		    cls.redun == LAYOUT_R_EC)
+		if (layout_oid_member_of(oids[i]) >= 0 && is_ec(ct, oids[i], &cls))
 			oids[i] = layout_oid_plain(oids[i]);
 	}
 	free(raw);

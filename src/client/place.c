@@ -229,13 +229,14 @@ static const struct layout_group *next_group(lode_conn_t *c, const struct creq *
  * reached. g2 is the group in c->map_next (NULL: none). An EC member that
  * lands where another is keeps its cells apart there (layout_oid_member).
  */
-static int spare_target(lode_conn_t *c, const struct layout_group *g,
-			const struct layout_group *g2, unsigned i, bool ec, int *t)
+static int spare_target(lode_conn_t *c, const struct layout_class *cls,
+			const struct layout_group *g, const struct layout_group *g2, unsigned i,
+			int *t)
 {
 	if (!g2 || i >= g2->size || g2->shard[i].down)
 		return -ENOENT;
 	for (unsigned k = 0; k < g->size; k++)
-		if ((!ec || k == i) && !g->shard[k].down &&
+		if ((cls->redun != LAYOUT_R_EC || k == i) && !g->shard[k].down &&
 		    g->shard[k].engine == g2->shard[i].engine &&
 		    g->shard[k].tgt == g2->shard[i].tgt)
 			return -ENOENT;
@@ -275,8 +276,7 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 	if (g->shard[r->member].down) {
 		if (!r->write)
 			return -EHOSTDOWN;
-		rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member,
-				  cls->redun == LAYOUT_R_EC, &t);
+		rc = spare_target(c, cls, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t);
 		if (rc == -ENOENT)
 			return -EHOSTDOWN; /* no replacement: a degraded write */
 		if (rc < 0)
@@ -291,8 +291,7 @@ static int place_pinned(lode_conn_t *c, struct creq *r, const struct layout_clas
 		return 0;
 	/* A live member a rebuild moves: its new place gets the write too. */
 	r->spread = true;
-	rc = spare_target(c, g, next_group(c, r, cls, &g2, &have_g2), r->member,
-			  cls->redun == LAYOUT_R_EC, &t);
+	rc = spare_target(c, cls, g, next_group(c, r, cls, &g2, &have_g2), r->member, &t);
 	if (rc == -EHOSTDOWN)
 		r->lost_rc = rc; /* its new place would miss it: the piece fails */
 	if (rc < 0)
@@ -324,8 +323,8 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 		/* A member placed again (a stale map): the same member of the
 		 * group in the new map (a spare: of the rebuild's), or lost. */
 		if (r->spare) {
-			if (spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), r->member,
-					 cls.redun == LAYOUT_R_EC, &t) < 0)
+			if (spare_target(c, &cls, &g, next_group(c, r, &cls, &g2, &have_g2),
+					 r->member, &t) < 0)
 				return -EHOSTDOWN;
 		} else if (r->member >= g.size || (t = member_target(c, &g, r->member)) < 0) {
 			return -EHOSTDOWN;
@@ -357,8 +356,7 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 			continue; /* the leader, or a member it skipped (counted above) */
 		if (g.shard[i].down) {
 			/* A DOWN member: its replacement, while a rebuild runs. */
-			rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i,
-					  cls.redun == LAYOUT_R_EC, &t);
+			rc = spare_target(c, &cls, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t);
 			if (rc == -ENOENT)
 				continue;
 			if (rc < 0) {
@@ -385,8 +383,7 @@ int conn_place(lode_conn_t *c, struct creq *r, int (*send)(struct creq *))
 
 		if (g.shard[i].down)
 			continue;
-		rc = spare_target(c, &g, next_group(c, r, &cls, &g2, &have_g2), i,
-				  cls.redun == LAYOUT_R_EC, &t);
+		rc = spare_target(c, &cls, &g, next_group(c, r, &cls, &g2, &have_g2), i, &t);
 		if (rc == -EHOSTDOWN)
 			r->lost_up = true; /* its new place would miss it: wait for a map */
 		if (rc < 0)
@@ -741,8 +738,7 @@ int conn_rebuild_group(lode_conn_t *c, const struct layout_class *cls, struct lo
 			if (g.shard[i].engine == self && g.shard[i].tgt == local_tgt)
 				out->me = (int)i;
 		}
-		if ((rc = spare_target(c, &g, &g2, i, cls->redun == LAYOUT_R_EC, &out->dst[i])) ==
-		    -ENOENT) {
+		if ((rc = spare_target(c, cls, &g, &g2, i, &out->dst[i])) == -ENOENT) {
 			rc = 0; /* stays, or no replacement (too few engines left) */
 			out->dst[i] = -1;
 		}

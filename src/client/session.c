@@ -190,6 +190,17 @@ static int call_errno(int st, int not_found)
 	return rpc_status_errno(st);
 }
 
+/* Whether an answer says the replica called is gone: it did not answer in
+ * time or could not be reached (a redirect or "no leader yet" comes from a
+ * live one). */
+static bool mgmt_gone(int st, const char *msg)
+{
+	char addr[256];
+
+	return st == RPC_DEADLINE_EXCEEDED ||
+	       (st == RPC_UNAVAILABLE && rpc_redirect_parse(msg, addr, sizeof(addr)) < 0);
+}
+
 /*
  * A replicated service's follower answers a call it must not serve with
  * UNAVAILABLE naming the leader, or saying there is none yet (src/mgmt
@@ -200,8 +211,6 @@ static int call_errno(int st, int not_found)
  * the replica behind ch did not answer (mgmt_gone); not set when it did
  * and the leader it named is what failed.
  */
-static bool mgmt_gone(int st, const char *msg);
-
 static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rd,
 		    const uint8_t *cap, ProtobufCMessage **rep, char *msg, size_t msg_cap,
@@ -237,17 +246,6 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		rpc_channel_close(led);
 	*gone = !via_led && mgmt_gone(st, msg);
 	return st;
-}
-
-/* Whether an answer says the replica called is gone: it did not answer in
- * time or could not be reached (a redirect or "no leader yet" comes from a
- * live one). */
-static bool mgmt_gone(int st, const char *msg)
-{
-	char addr[256];
-
-	return st == RPC_DEADLINE_EXCEEDED ||
-	       (st == RPC_UNAVAILABLE && rpc_redirect_parse(msg, addr, sizeof(addr)) < 0);
 }
 
 /* Whether a call may go to another replica after this one failed to answer
@@ -404,6 +402,14 @@ static int token_take(const ProtobufCBinaryData *b, uint8_t *out)
 		return -EPROTO;
 	memcpy(out, b->data, AUTH_CAP_SIZE);
 	return 0;
+}
+
+/* A copy of the pool-wide token, to call with outside the lock. */
+static void pool_tok(lode_conn_t *c, uint8_t *out)
+{
+	pthread_mutex_lock(&c->lock);
+	memcpy(out, c->tok, AUTH_CAP_SIZE);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* The management address: the credentials' or the environment's, else the
@@ -656,9 +662,7 @@ int conn_map_fetch(lode_conn_t *c)
 	uint8_t tok[AUTH_CAP_SIZE];
 	int rc;
 
-	pthread_mutex_lock(&c->lock);
-	memcpy(tok, c->tok, sizeof(tok));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, tok);
 	rc = mgmt_call(c, M("PoolMapGet"), &req.base, &lode__mgmt__v1__pool_map__descriptor, tok,
 		       (ProtobufCMessage **)&map, -ENOENT);
 	explicit_bzero(tok, sizeof(tok));
@@ -729,9 +733,7 @@ int conn_mgmt_call(lode_conn_t *c, const char *method, const ProtobufCMessage *r
 	uint8_t tok[AUTH_CAP_SIZE];
 
 	conn_caps_renew(c, false);
-	pthread_mutex_lock(&c->lock);
-	memcpy(tok, c->tok, sizeof(tok));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, tok);
 	return mgmt_call(c, method, req, reply_desc, tok, reply, not_found);
 }
 
@@ -805,9 +807,7 @@ static int cap_reopen(lode_conn_t *c, const char *label, const struct lode_uuid 
 	uint8_t ctok[AUTH_CAP_SIZE];
 	int rc;
 
-	pthread_mutex_lock(&c->lock);
-	memcpy(ctok, c->tok, sizeof(ctok));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, ctok);
 	rc = cont_open(c, label, ctok, &rep);
 	explicit_bzero(ctok, sizeof(ctok));
 	if (rc < 0)
@@ -833,9 +833,7 @@ void conn_caps_renew(lode_conn_t *c, bool force)
 		return;
 	if (pthread_mutex_trylock(&c->renew_lock) != 0)
 		return; /* another thread renews; the old tokens are still good */
-	pthread_mutex_lock(&c->lock);
-	memcpy(old, c->tok, sizeof(old));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, old);
 	if ((rc = renew_one(c, old, tok, &exp)) == 0) {
 		pthread_mutex_lock(&c->lock);
 		memcpy(c->tok, tok, sizeof(tok));
@@ -980,9 +978,7 @@ int conn_cont_acquire(lode_conn_t *c, const char *label, struct lode_uuid *uuid,
 	int rc;
 
 	conn_caps_renew(c, false);
-	pthread_mutex_lock(&c->lock);
-	memcpy(ctok, c->tok, sizeof(ctok));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, ctok);
 	if ((rc = cont_open(c, label, ctok, &rep)) < 0)
 		return rc;
 	if (!rep->info || rep->info->uuid.len != sizeof(uuid->b))
@@ -1027,9 +1023,7 @@ int conn_cont_unregister(lode_conn_t *c, const char *label)
 	uint8_t ctok[AUTH_CAP_SIZE];
 	int rc;
 
-	pthread_mutex_lock(&c->lock);
-	memcpy(ctok, c->tok, sizeof(ctok));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, ctok);
 	req.pool = c->pool;
 	req.label = (char *)label;
 	rc = mgmt_call(c, M("ContDestroy"), &req.base, &lode__mgmt__v1__cont_info__descriptor, ctok,
@@ -1047,9 +1041,7 @@ int conn_cont_names(lode_conn_t *c, char (*labels)[LODE_LABEL_MAX + 1], unsigned
 	int rc;
 
 	conn_caps_renew(c, false);
-	pthread_mutex_lock(&c->lock);
-	memcpy(ctok, c->tok, sizeof(ctok));
-	pthread_mutex_unlock(&c->lock);
+	pool_tok(c, ctok);
 	req.label = c->pool;
 	rc = mgmt_call(c, M("ContListAll"), &req.base, &lode__mgmt__v1__cont_list__descriptor, ctok,
 		       (ProtobufCMessage **)&rep, -ENOENT);

@@ -523,6 +523,20 @@ static void cred_line(const char *path, const char *key, char *out, size_t cap)
 	assert_true(out[0] != '\0');
 }
 
+/* A tcp connection as the admin of s, the user and secret passed in
+ * lode_conn_opts (so no credentials file, no mgmt line). */
+static void connect_given(const struct hs_server *s, lode_conn_t **c)
+{
+	struct lode_conn_opts o = {.transport = "tcp", .timeout_ms = TIMEOUT_MS};
+	char user[128], secret[256];
+
+	cred_line(s->cred, "user", user, sizeof(user));
+	cred_line(s->cred, "secret", secret, sizeof(secret));
+	o.user = user;
+	o.secret = secret;
+	assert_int_equal(lode_connect(s->addr, &o, c), 0);
+}
+
 /*
  * Away longer than the capability lives: a connection whose own token
  * expired while the service could not renew it logs in again once the
@@ -536,9 +550,7 @@ static void test_expired_while_away(void **state)
 {
 	static const char *const extra[] = {"--cap-lifetime", "10", NULL};
 	struct hs_opts o = {.targets = 1, .ram = false, .extra_args = extra};
-	struct lode_conn_opts go = {.transport = "tcp", .timeout_ms = TIMEOUT_MS};
 	struct hs_server *s = &srv;
-	char user[128], secret[256];
 	lode_conn_t *c, *cg;
 	lode_cont_t *ct, *ctg;
 	uint8_t v[SMALL];
@@ -546,12 +558,8 @@ static void test_expired_while_away(void **state)
 	int rc;
 
 	assert_int_equal(hs_start(s, &o), 0);
-	cred_line(s->cred, "user", user, sizeof(user));
-	cred_line(s->cred, "secret", secret, sizeof(secret));
 	connect_any(s, "tcp", &c);
-	go.user = user;
-	go.secret = secret;
-	assert_int_equal(lode_connect(s->addr, &go, &cg), 0);
+	connect_given(s, &cg);
 	assert_int_equal(lode_cont_create(c, "away", NULL), 0);
 	assert_int_equal(lode_cont_open(c, "away", &ct), 0);
 	assert_int_equal(lode_cont_open(cg, "away", &ctg), 0);
@@ -620,7 +628,7 @@ static void test_mgmt_moved(void **state)
 	struct hs_opts o = {.targets = 1, .ram = false};
 	struct hs_server *s = &srv;
 	struct lode_conn_opts wo = {.transport = "tcp", .timeout_ms = TIMEOUT_MS};
-	char mgmt0[300], mgmt1[300], user[128], secret[256];
+	char mgmt0[300], mgmt1[300];
 	lode_conn_t *cf, *cw, *cm;
 	lode_cont_t *ctf, *ctw, *ct2;
 	uint64_t t0;
@@ -631,13 +639,8 @@ static void test_mgmt_moved(void **state)
 
 	assert_int_equal(hs_start(s, &o), 0);
 	cred_line(s->cred, "mgmt", mgmt0, sizeof(mgmt0));
-	cred_line(s->cred, "user", user, sizeof(user));
-	cred_line(s->cred, "secret", secret, sizeof(secret));
 	connect_any(s, "tcp", &cf); /* the file's mgmt line */
-	wo.user = user;             /* no file: the welcome's port */
-	wo.secret = secret;
-	assert_int_equal(lode_connect(s->addr, &wo, &cw), 0);
-	wo.user = wo.secret = NULL;
+	connect_given(s, &cw);      /* no file: the welcome's port */
 	assert_int_equal(conn_mgmt_connect(s->addr, &wo, &cm), 0);
 	assert_int_equal(lode_cont_create(cf, "moved", NULL), 0);
 	assert_int_equal(lode_cont_open(cf, "moved", &ctf), 0);
