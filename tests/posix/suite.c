@@ -53,6 +53,11 @@ static const char *label;
 static char cdir[PX_NAME_MAX + 2];
 static const char *cname;
 
+/* px_suite_fill's backend for the large directory's entries, or NULL. */
+static const struct px_ops *fill_ops;
+static void *fill_b;
+static const char *fill_label;
+
 /* ---- helpers -------------------------------------------------------------- */
 
 /* "-ENOENT" for -2, the number itself otherwise; one of a few static buffers. */
@@ -1279,9 +1284,12 @@ struct many {
 	unsigned n;       /* entries to make */
 	unsigned next;    /* creation: the next index to take */
 	int err;          /* creation: the first error */
+	const struct px_ops *mk; /* creation: the backend that makes them */
+	void *mb;
 	char dir[PATH_MAX];
 	uint8_t *seen;    /* listing: times each index was seen */
 	unsigned count, unknown, dups;
+	const char *who;  /* listing: the backend's label */
 	pthread_mutex_t lock;
 };
 
@@ -1297,8 +1305,8 @@ static void *many_create(void *arg)
 		if (i >= m->n || __atomic_load_n(&m->err, __ATOMIC_RELAXED))
 			return NULL;
 		snprintf(path, sizeof(path), "%s/e%u", m->dir, i);
-		fd = ops->open(B, path, O_CREAT | O_EXCL | O_WRONLY, 0644);
-		if (fd < 0 || (fd = ops->close(B, fd)) < 0) {
+		fd = m->mk->open(m->mb, path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		if (fd < 0 || (fd = m->mk->close(m->mb, fd)) < 0) {
 			pthread_mutex_lock(&m->lock);
 			if (!m->err) {
 				m->err = fd;
@@ -1320,24 +1328,51 @@ static int many_seen(void *arg, const char *name)
 	m->count++;
 	if (name[0] != 'e' || !name[1] || (i = strtoul(name + 1, &end, 10), *end) || i >= m->n) {
 		if (m->unknown++ < 5)
-			print_error("%s.%s: unexpected entry \"%s\"\n", label, cname, name);
+			print_error("%s.%s: %s lists an unexpected entry \"%s\"\n", label, cname,
+				    m->who, name);
 		return 0;
 	}
 	if (m->seen[i]++ && m->dups++ < 5)
-		print_error("%s.%s: entry \"%s\" listed twice\n", label, cname, name);
+		print_error("%s.%s: %s lists \"%s\" twice\n", label, cname, m->who, name);
 	return 0;
+}
+
+/* List m->dir through lops/lb (labelled who): every entry once, nothing else. */
+static void many_list(struct many *m, const struct px_ops *lops, void *lb, const char *who)
+{
+	struct timespec t0 = now_real(), t1;
+	unsigned missing = 0;
+
+	m->seen = calloc(m->n ? m->n : 1, 1);
+	assert_non_null(m->seen);
+	m->count = m->unknown = m->dups = 0;
+	m->who = who;
+	CHECK(lops->readdir(lb, m->dir, many_seen, m), 0);
+	t1 = now_real();
+	for (unsigned i = 0; i < m->n; i++)
+		if (!m->seen[i] && missing++ < 5)
+			print_error("%s.%s: %s misses entry e%u\n", label, cname, who, i);
+	free(m->seen);
+	m->seen = NULL;
+	print_message("    %s.%s: %u entries listed through %s in %.1f s\n", label, cname, m->n,
+		      who, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	CHECK(missing, 0);
+	CHECK(m->dups, 0);
+	CHECK(m->unknown, 0);
+	CHECK(m->count, m->n);
 }
 
 static void t_readdir_many(void **state)
 {
 	const char *env = getenv("PX_READDIR_N");
 	struct many m = {.n = env ? (unsigned)strtoul(env, NULL, 10) : PX_READDIR_DEFAULT,
+			 .mk = fill_ops ? fill_ops : ops,
+			 .mb = fill_ops ? fill_b : B,
 			 .lock = PTHREAD_MUTEX_INITIALIZER};
 	const char *tenv = getenv("PX_CREATE_THREADS");
 	unsigned nth = tenv ? (unsigned)strtoul(tenv, NULL, 10) : PX_CREATE_THREADS;
 	pthread_t th[64];
-	struct timespec t0 = now_real(), t1, t2;
-	unsigned missing = 0;
+	struct timespec t0 = now_real(), t1;
 
 	snprintf(m.dir, sizeof(m.dir), "%s", P("many"));
 	CHECK(ops->mkdir(B, m.dir, 0755), 0);
@@ -1349,22 +1384,12 @@ static void t_readdir_many(void **state)
 		pthread_join(th[i], NULL);
 	CHECK(m.err, 0);
 	t1 = now_real();
-
-	m.seen = calloc(m.n ? m.n : 1, 1);
-	assert_non_null(m.seen);
-	CHECK(ops->readdir(B, m.dir, many_seen, &m), 0);
-	t2 = now_real();
-	for (unsigned i = 0; i < m.n; i++)
-		if (!m.seen[i] && missing++ < 5)
-			print_error("%s.%s: entry e%u missing\n", label, cname, i);
-	free(m.seen);
-	print_message("    %s.%s: %u entries made in %.1f s, listed in %.1f s\n", label, cname,
-		      m.n, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
-		      (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9);
-	CHECK(missing, 0);
-	CHECK(m.dups, 0);
-	CHECK(m.unknown, 0);
-	CHECK(m.count, m.n);
+	print_message("    %s.%s: %u entries made through %s in %.1f s\n", label, cname, m.n,
+		      fill_ops ? fill_label : label,
+		      (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	many_list(&m, ops, B, label);
+	if (fill_ops)
+		many_list(&m, fill_ops, fill_b, fill_label);
 }
 
 /* ---- concurrency and durability ------------------------------------------------ */
@@ -1519,6 +1544,13 @@ static bool case_wanted(const char *name)
 		if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
 			return true;
 	return false;
+}
+
+void px_suite_fill(const char *flabel, const struct px_ops *fops, void *fb)
+{
+	fill_label = flabel;
+	fill_ops = fops;
+	fill_b = fb;
 }
 
 int px_suite_run(const char *run_label, const struct px_ops *run_ops, void *b)

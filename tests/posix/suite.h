@@ -93,6 +93,15 @@ struct px_ops {
 int px_suite_run(const char *label, const struct px_ops *ops, void *b);
 
 /*
+ * Make the large-directory case (readdir_many) create its entries through
+ * fops/fb, labelled flabel, instead of the backend under test, and list
+ * them through both. The two must name the same namespace with the same
+ * paths. For a FUSE run whose own creates would take minutes under ASan;
+ * NULL goes back to the backend under test.
+ */
+void px_suite_fill(const char *flabel, const struct px_ops *fops, void *fb);
+
+/*
  * backend_lib.c: liblodefs's path API on a mounted instance, with a table
  * of descriptors of its own. px_lib_create fails with -ENOMEM only.
  */
