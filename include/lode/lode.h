@@ -58,7 +58,9 @@
  * for a map that says why) and the connection goes on, with one engine as
  * with many. Calls that reach every target (object punch, listings,
  * snapshots, container creation and destruction) fail with -EHOSTDOWN
- * while a target the map has serving is lost, rather than skip it. The
+ * while a target the map has serving is lost, rather than skip it; a
+ * container's or a snapshot's creation also while an engine the map has
+ * serving never answered this connection (it would never have them). The
  * connection connects a lost engine again once it is back (docs/decisions/
  * 0016). If the management service stays away longer than a third of the
  * capability's life (10 minutes by default), the connection's capability
@@ -234,7 +236,9 @@ unsigned lode_eq_inflight(lode_eq_t *eq);
  * Create a container named label (1..LODE_LABEL_MAX bytes of letters,
  * digits, '.', '-', '_') with the system's default properties. uuid_out
  * may be NULL. Blocks. Errors: -EEXIST, -EINVAL (bad label), -ENOSPC,
- * -EACCES (no write right on the pool).
+ * -EACCES (no write right on the pool), -EHOSTDOWN (an engine the pool
+ * map has serving does not answer: nothing is left made; try again once
+ * it answers or the map has it DOWN).
  */
 int lode_cont_create(lode_conn_t *conn, const char *label, struct lode_uuid *uuid_out);
 
@@ -292,6 +296,7 @@ void lode_cont_uuid(const lode_cont_t *cont, struct lode_uuid *uuid_out);
 /*
  * Take a snapshot: every read at the returned epoch sees the container as it
  * was when the snapshot was taken, until the snapshot is destroyed. Blocks.
+ * Errors: -EHOSTDOWN (as for lode_cont_create; no snapshot is taken).
  */
 int lode_snap_create(lode_cont_t *cont, lode_epoch_t *epoch_out);
 /* Errors: -LODE_ENOSNAP. Blocks. */

@@ -1393,6 +1393,10 @@ static int cmd_cont_create(struct admin *a)
 	else
 		rc = conn_cont_create_props(a->c, label, &p, NULL);
 	/* a refusal by the service has its message; the targets' errors do not */
+	if (rc == -EHOSTDOWN)
+		return fail(rc, "container %s: not made: an engine the pool map has serving does "
+				"not answer (try again once it does, or once the map has it DOWN)",
+			    label);
 	if (rc)
 		return call_fail(a, rc, "container %s", label);
 	class_room_note(a->c, p.object_class);

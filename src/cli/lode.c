@@ -767,6 +767,11 @@ static int cmd_snap_create(struct cli *cli)
 	lode_epoch_t e;
 	int rc = lode_snap_create(cli->cont, &e);
 
+	if (rc == -EHOSTDOWN)
+		return fail(rc, "snapshot of %s: not taken: an engine the pool map has serving "
+				"does not answer, or one holding the container is lost (try again once "
+				"it answers, or once the map has it DOWN)",
+			    cli->argv[0]);
 	if (rc)
 		return fail(rc, "snapshot of %s", cli->argv[0]);
 	printf("%" PRIu64 "\n", e);

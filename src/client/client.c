@@ -2009,7 +2009,7 @@ int conn_engines_catch_up(lode_conn_t *c)
 
 int conn_engines_fresh(lode_conn_t *c)
 {
-	int n = 0, rc;
+	int rc = 0;
 
 	/* A lost engine that is back had what was made before it left; the
 	 * renewer connects it. */
@@ -2018,10 +2018,27 @@ int conn_engines_fresh(lode_conn_t *c)
 	for (unsigned e = 0; e < c->nengines; e++)
 		c->eng[e].tried = false;
 	pthread_mutex_unlock(&c->lock);
-	while ((rc = catch_up_one(c, true)) != 0)
-		n += rc > 0;
+	while (catch_up_one(c, true) != 0)
+		;
+	/* Every engine the map has serving must be connected now: one that
+	 * never answered us would miss what is being made, and nothing
+	 * makes it there later (it is not new, and not lost). */
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t s = 0; c->map && rc == 0 && s < c->map->nengines; s++) {
+		const struct layout_engine *le = &c->map->engines[s];
+		const struct conn_engine *ce = NULL;
+
+		if (le->state != LAYOUT_UP && le->state != LAYOUT_DRAIN && le->state != LAYOUT_NEW)
+			continue;
+		for (unsigned k = 0; k < c->nengines && !ce; k++)
+			if (c->eng[k].id == le->id)
+				ce = &c->eng[k];
+		if (!ce || !ce->connected || ce->lost)
+			rc = -EHOSTDOWN;
+	}
+	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->catch_lock);
-	return n;
+	return rc;
 }
 
 int lode_connect(const char *addr, const struct lode_conn_opts *opts, lode_conn_t **conn_out)

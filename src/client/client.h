@@ -508,12 +508,14 @@ int conn_engines_catch_up(lode_conn_t *c);
 
 /*
  * Connect every engine of the installed map that this connection never
- * connected, each tried once, whether its next try is due or not; one
- * that does not answer is left, as a lost one is. Returns how many were
- * connected. Before an operation that must reach every engine, a
- * container's or a snapshot's creation, which an engine that joined since
- * this connection last fetched the map would otherwise miss for good
- * (docs/decisions/0014): conn_map_fetch first. No lock held.
+ * connected, each tried once, whether its next try is due or not. Before
+ * an operation that must reach every engine, a container's or a
+ * snapshot's creation, which an engine that joined since this connection
+ * last fetched the map would otherwise miss for good
+ * (docs/decisions/0014): conn_map_fetch first. Returns 0 when every
+ * engine the map has UP, DRAIN or NEW is connected, -EHOSTDOWN when one
+ * is not (it did not answer, or it is lost): the creation must not go on
+ * without it. No lock held.
  */
 int conn_engines_fresh(lode_conn_t *c);
 

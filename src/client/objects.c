@@ -1838,21 +1838,58 @@ static void snap_done(struct creq *r)
 		r->rc = 0;
 }
 
+/*
+ * The snapshot a names to targets from.. of c but first (which took it
+ * already), all at once; *to: where the targets it went through end.
+ */
+static int snap_send(lode_conn_t *c, const struct net_args *a, unsigned first, unsigned from,
+		     unsigned *to)
+{
+	struct creq *p, *r;
+	unsigned i;
+	int rc = 0;
+
+	if (from >= c->ntargets) {
+		*to = from;
+		return 0;
+	}
+	if (!(p = creq_new(c, 0, 0)))
+		return -ENOMEM;
+	for (i = from; i < c->ntargets && rc == 0; i++) {
+		if (i == first)
+			continue;
+		if ((rc = conn_target_reach(c, i)) != 0) {
+			rc = rc < 0 ? rc : 0; /* a lost engine the map has UP would miss it */
+			continue;
+		}
+		if (!(r = creq_new(c, NET_OP_SNAP_CREATE, i))) {
+			rc = -ENOMEM;
+			break;
+		}
+		r->a = *a;
+		r->on_done = snap_done;
+		rc = creq_submit(r, NULL, p);
+	}
+	*to = i;
+	if (rc < 0)
+		p->rc = rc;
+	return creq_seal(p, NULL);
+}
+
 int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 {
 	struct net_args a = {0};
 	struct creq *r;
 	uint64_t epoch = 0;
-	unsigned first;
+	unsigned first, n;
 	int rc;
 
 	if (!ct || !epoch_out)
 		return -EFAULT;
 	/* Every engine the map has now, as for a container's creation. */
 	if (!ct->c->map_local) {
-		if ((rc = conn_map_fetch(ct->c)) < 0)
+		if ((rc = conn_map_fetch(ct->c)) < 0 || (rc = conn_engines_fresh(ct->c)) < 0)
 			return rc;
-		conn_engines_fresh(ct->c);
 	}
 	if ((rc = targets_reachable(ct->c)) < 0)
 		return rc; /* no snapshot left on some targets only */
@@ -1868,31 +1905,15 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 		return rc;
 	a.cont = ct->uuid;
 	a.epoch = epoch;
-	if (ct->c->ntargets > 1) {
-		struct creq *p = creq_new(ct->c, 0, 0);
-
-		if (!p)
-			return -ENOMEM;
-		for (unsigned i = 0; i < ct->c->ntargets && rc == 0; i++) {
-			if (i == first)
-				continue;
-			if ((rc = conn_target_reach(ct->c, i)) != 0) {
-				rc = rc < 0 ? rc : 0; /* a lost engine the map has UP would miss it */
-				continue;
-			}
-			if (!(r = creq_new(ct->c, NET_OP_SNAP_CREATE, i))) {
-				rc = -ENOMEM;
-				break;
-			}
-			r->a = a;
-			r->on_done = snap_done;
-			rc = creq_submit(r, NULL, p);
-		}
-		if (rc < 0)
-			p->rc = rc;
-		if ((rc = creq_seal(p, NULL)) < 0)
-			return rc;
-	}
+	if ((rc = snap_send(ct->c, &a, first, 0, &n)) < 0)
+		return rc;
+	/* An engine that joined after the fetch above lists snapshots in its
+	 * walk, maybe before the first target took this one: a second fetch
+	 * names it, and it gets the snapshot here (docs/decisions/0014). */
+	if (!ct->c->map_local &&
+	    ((rc = conn_map_fetch(ct->c)) < 0 || (rc = conn_engines_fresh(ct->c)) < 0 ||
+	     (rc = snap_send(ct->c, &a, first, n, &n)) < 0))
+		return rc;
 	*epoch_out = epoch;
 	return 0;
 }

@@ -40,6 +40,12 @@
  *                         N objects of RP_3 without an error (each has a
  *                         member on engine 2), see engine 2 connected, and
  *                         read them back.
+ *   unreached ADDR CONT NEW
+ *                         with engine 1 in the map UP but not answering
+ *                         (stopped), so never connected: creating
+ *                         container NEW and a snapshot of CONT both fail
+ *                         with -EHOSTDOWN (they would miss engine 1 for
+ *                         good), and the map still has engine 1 UP after.
  *   mklate ADDR CONT N FILE
  *                         connect, print "connected", wait for FILE (the
  *                         driver has an engine join meanwhile), then create
@@ -449,6 +455,51 @@ static int cmd_late(lode_conn_t *c, lode_cont_t *ct, unsigned n, const char *fil
 	return cmd_verify(ct, LAYOUT_CLASS_RP_3, n);
 }
 
+/* Whether the connection's map has engine id UP. */
+static bool engine_up(lode_conn_t *c, uint32_t id)
+{
+	const struct layout_engine *le;
+	bool up;
+
+	pthread_mutex_lock(&c->lock);
+	le = c->map ? layout_map_engine(c->map, id) : NULL;
+	up = le && le->state == LAYOUT_UP;
+	pthread_mutex_unlock(&c->lock);
+	return up;
+}
+
+static int cmd_unreached(lode_conn_t *c, lode_cont_t *ct, const char *label)
+{
+	unsigned first, ntgts;
+	lode_epoch_t ep;
+	int rc, bad = 0;
+
+	if ((rc = conn_engine_targets(c, 1, &first, &ntgts)) != -ENOENT) {
+		printf("FAIL engine 1 is connected (%d): it should not answer\n", rc);
+		return 1;
+	}
+	if ((rc = lode_cont_create(c, label, NULL)) != -EHOSTDOWN) {
+		printf("FAIL container %s made without engine 1: %d (%s), expected -EHOSTDOWN\n",
+		       label, rc, lode_strerror(rc));
+		bad = 1;
+	}
+	if ((rc = lode_snap_create(ct, &ep)) != -EHOSTDOWN) {
+		printf("FAIL a snapshot taken without engine 1: %d (%s), expected -EHOSTDOWN\n", rc,
+		       lode_strerror(rc));
+		bad = 1;
+	}
+	if (!engine_up(c, 1)) {
+		printf("FAIL engine 1 is no longer UP in the map: the refusals prove nothing\n");
+		bad = 1;
+	}
+	if (bad)
+		return 1;
+	printf("ok   engine 1 UP and not answering: container %s and a snapshot refused with "
+	       "-EHOSTDOWN\n",
+	       label);
+	return 0;
+}
+
 static int cmd_mklate(const char *addr, const char *label, unsigned n, const char *file)
 {
 	lode_conn_t *c;
@@ -501,6 +552,7 @@ int main(int argc, char **argv)
 					 strcmp(argv[1], "mklate") == 0))) {
 		fprintf(stderr, "usage: place_client rw|spread|stream|verify|write|remove|opunch|shapes|s1dead "
 				"ADDR CONT N\n"
+				"       place_client unreached ADDR CONT NEW\n"
 				"       place_client late|mklate ADDR CONT N FILE\n");
 		return 2;
 	}
@@ -533,6 +585,8 @@ int main(int argc, char **argv)
 		rc = cmd_s1dead(ct, n);
 	else if (strcmp(argv[1], "late") == 0)
 		rc = cmd_late(c, ct, n, argv[5]);
+	else if (strcmp(argv[1], "unreached") == 0)
+		rc = cmd_unreached(c, ct, argv[4]);
 	else
 		rc = 2;
 	lode_cont_close(ct);
