@@ -238,7 +238,9 @@ unsigned lode_eq_inflight(lode_eq_t *eq);
  * may be NULL. Blocks. Errors: -EEXIST, -EINVAL (bad label), -ENOSPC,
  * -EACCES (no write right on the pool), -EHOSTDOWN (an engine the pool
  * map has serving does not answer: nothing is left made; try again once
- * it answers or the map has it DOWN).
+ * it answers or the map has it DOWN), -EPROTONOSUPPORT (such an engine
+ * does not offer the connection's transport), -E2BIG (the pool has more
+ * engines or targets than a connection holds).
  */
 int lode_cont_create(lode_conn_t *conn, const char *label, struct lode_uuid *uuid_out);
 
@@ -296,7 +298,8 @@ void lode_cont_uuid(const lode_cont_t *cont, struct lode_uuid *uuid_out);
 /*
  * Take a snapshot: every read at the returned epoch sees the container as it
  * was when the snapshot was taken, until the snapshot is destroyed. Blocks.
- * Errors: -EHOSTDOWN (as for lode_cont_create; no snapshot is taken).
+ * Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as for lode_cont_create;
+ * a snapshot some targets took already is destroyed again where reachable).
  */
 int lode_snap_create(lode_cont_t *cont, lode_epoch_t *epoch_out);
 /* Errors: -LODE_ENOSNAP. Blocks. */

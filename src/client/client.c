@@ -1956,6 +1956,7 @@ static int catch_up_one(lode_conn_t *c, bool fresh)
 			rc = -ECONNRESET;
 	if (rc == 0 && c->eng[e].join_failed)
 		rc = -ECONNRESET;
+	c->eng[e].err = rc;
 	if (rc == 0) {
 		c->eng[e].lost = false;
 		c->eng[e].retry_us = 0;
@@ -2024,6 +2025,7 @@ int conn_engines_fresh(lode_conn_t *c)
 	 * never answered us would miss what is being made, and nothing
 	 * makes it there later (it is not new, and not lost). */
 	pthread_mutex_lock(&c->lock);
+	rc = c->failed;
 	for (uint32_t s = 0; c->map && rc == 0 && s < c->map->nengines; s++) {
 		const struct layout_engine *le = &c->map->engines[s];
 		const struct conn_engine *ce = NULL;
@@ -2033,8 +2035,12 @@ int conn_engines_fresh(lode_conn_t *c)
 		for (unsigned k = 0; k < c->nengines && !ce; k++)
 			if (c->eng[k].id == le->id)
 				ce = &c->eng[k];
-		if (!ce || !ce->connected || ce->lost)
-			rc = -EHOSTDOWN;
+		/* No slot: more engines than a connection holds. A connect that
+		 * can never work says so; any other failure may pass. */
+		if (!ce)
+			rc = -E2BIG;
+		else if (!ce->connected || ce->lost)
+			rc = ce->err == -EPROTONOSUPPORT || ce->err == -E2BIG ? ce->err : -EHOSTDOWN;
 	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&c->catch_lock);

@@ -151,6 +151,7 @@ struct lode_conn {
 		unsigned tries;         /* late connects failed in a row (the wait doubles) */
 		bool tried;             /* conn_engines_fresh has tried it this time */
 		bool join_failed;       /* lost again while joining (catch_up_one) */
+		int err;                /* its last connect's error (catch_up_one), 0 once one worked */
 	} eng[CONN_ENGINES_MAX];
 	unsigned nengines;
 	struct layout_map *map; /* the placement map (lock held to read or swap) */
@@ -513,9 +514,12 @@ int conn_engines_catch_up(lode_conn_t *c);
  * snapshot's creation, which an engine that joined since this connection
  * last fetched the map would otherwise miss for good
  * (docs/decisions/0014): conn_map_fetch first. Returns 0 when every
- * engine the map has UP, DRAIN or NEW is connected, -EHOSTDOWN when one
- * is not (it did not answer, or it is lost): the creation must not go on
- * without it. No lock held.
+ * engine the map has UP, DRAIN or NEW is connected; else the creation
+ * must not go on without it: -EHOSTDOWN (it did not answer, or it is
+ * lost), -EPROTONOSUPPORT (it does not offer this connection's transport,
+ * or it is not on this host when the connection is loopback), -E2BIG (more
+ * engines or targets than a connection holds), or the connection's own
+ * failure. No lock held.
  */
 int conn_engines_fresh(lode_conn_t *c);
 

@@ -21,17 +21,18 @@
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 
 /*
- * The container on every target from `from` on that we reach, one at a
- * time: creating a container is rare, and a failure then names the first
- * target that refused. One there already (an earlier attempt) is fine.
- * *to: where the targets it went through end.
+ * The container on every target we reach that done[] does not have yet,
+ * one at a time: creating a container is rare, and a failure then names
+ * the first target that refused. One there already (an earlier attempt)
+ * is fine. done[] gains the targets that made it.
  */
-static int targets_create(lode_conn_t *c, const struct net_args *a, unsigned from, unsigned *to)
+static int targets_create(lode_conn_t *c, const struct net_args *a, bool *done)
 {
-	unsigned i;
 	int rc = 0;
 
-	for (i = from; i < c->ntargets && rc == 0; i++) {
+	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
+		if (done[i])
+			continue;
 		struct creq *r;
 
 		if ((rc = conn_target_reach(c, i)) != 0) {
@@ -46,8 +47,8 @@ static int targets_create(lode_conn_t *c, const struct net_args *a, unsigned fro
 		rc = creq_submit(r, NULL, NULL);
 		if (rc == -EEXIST)
 			rc = 0;
+		done[i] = rc == 0;
 	}
-	*to = i;
 	return rc;
 }
 
@@ -59,7 +60,7 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	Lode__Mgmt__V1__ContInfo *rep = NULL;
 	uint8_t wrapped[AUTH_WRAPPED_SIZE];
 	struct net_args a = {0};
-	unsigned n;
+	bool done[CONN_TARGETS_MAX] = {false};
 	int rc;
 
 	if (!c || !label || !props)
@@ -103,20 +104,21 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	if (!c->map_local)
 		rc = conn_map_fetch(c);
 	if (rc == 0)
-		rc = targets_create(c, &a, 0, &n);
+		rc = targets_create(c, &a, done);
 	/* Again once the engines the map names are connected: by us, or by
 	 * the renewer, whose connect conn_engines_fresh waits for. One that
 	 * the map has serving but that does not answer us fails the
 	 * creation (-EHOSTDOWN, undone below): it would never have the
 	 * container, and every write placed there would fail. */
 	if (rc == 0 && !c->map_local && (rc = conn_engines_fresh(c)) == 0)
-		rc = targets_create(c, &a, 0, &n);
+		rc = targets_create(c, &a, done);
 	/* An engine that joined after that fetch walked its targets, and
 	 * waited for the container on some target for 2 s at most: a second
-	 * fetch names it, and it gets the container here. */
+	 * fetch names it, and it gets the container here (as does one being
+	 * connected by the renewer during the rounds above). */
 	if (rc == 0 && !c->map_local &&
 	    (rc = conn_map_fetch(c)) == 0 && (rc = conn_engines_fresh(c)) == 0)
-		rc = targets_create(c, &a, n, &n);
+		rc = targets_create(c, &a, done);
 	if (rc < 0) {
 		/* Undo, so that the label can be created again: the targets that
 		 * made it drop it, then the service forgets it (best effort; the

@@ -1839,24 +1839,19 @@ static void snap_done(struct creq *r)
 }
 
 /*
- * The snapshot a names to targets from.. of c but first (which took it
- * already), all at once; *to: where the targets it went through end.
+ * The snapshot a names to every target of c that done[] does not have yet
+ * (the first one took it already), all at once; done[] gains those it is
+ * sent to.
  */
-static int snap_send(lode_conn_t *c, const struct net_args *a, unsigned first, unsigned from,
-		     unsigned *to)
+static int snap_send(lode_conn_t *c, const struct net_args *a, bool *done)
 {
 	struct creq *p, *r;
-	unsigned i;
 	int rc = 0;
 
-	if (from >= c->ntargets) {
-		*to = from;
-		return 0;
-	}
 	if (!(p = creq_new(c, 0, 0)))
 		return -ENOMEM;
-	for (i = from; i < c->ntargets && rc == 0; i++) {
-		if (i == first)
+	for (unsigned i = 0; i < c->ntargets && rc == 0; i++) {
+		if (done[i])
 			continue;
 		if ((rc = conn_target_reach(c, i)) != 0) {
 			rc = rc < 0 ? rc : 0; /* a lost engine the map has UP would miss it */
@@ -1868,9 +1863,9 @@ static int snap_send(lode_conn_t *c, const struct net_args *a, unsigned first, u
 		}
 		r->a = *a;
 		r->on_done = snap_done;
+		done[i] = true;
 		rc = creq_submit(r, NULL, p);
 	}
-	*to = i;
 	if (rc < 0)
 		p->rc = rc;
 	return creq_seal(p, NULL);
@@ -1879,9 +1874,10 @@ static int snap_send(lode_conn_t *c, const struct net_args *a, unsigned first, u
 int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 {
 	struct net_args a = {0};
+	bool done[CONN_TARGETS_MAX] = {false};
 	struct creq *r;
 	uint64_t epoch = 0;
-	unsigned first, n;
+	unsigned first;
 	int rc;
 
 	if (!ct || !epoch_out)
@@ -1905,15 +1901,27 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 		return rc;
 	a.cont = ct->uuid;
 	a.epoch = epoch;
-	if ((rc = snap_send(ct->c, &a, first, 0, &n)) < 0)
-		return rc;
+	done[first] = true;
+	rc = snap_send(ct->c, &a, done);
 	/* An engine that joined after the fetch above lists snapshots in its
 	 * walk, maybe before the first target took this one: a second fetch
-	 * names it, and it gets the snapshot here (docs/decisions/0014). */
-	if (!ct->c->map_local &&
-	    ((rc = conn_map_fetch(ct->c)) < 0 || (rc = conn_engines_fresh(ct->c)) < 0 ||
-	     (rc = snap_send(ct->c, &a, first, n, &n)) < 0))
+	 * names it, and it gets the snapshot here (docs/decisions/0014); so
+	 * does one that was being connected during the first round. */
+	if (rc == 0 && !ct->c->map_local &&
+	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
+		rc = snap_send(ct->c, &a, done);
+	if (rc < 0) {
+		/* Taken on some targets: dropped again wherever we reach, so
+		 * that a failure leaves no snapshot (best effort; the first
+		 * error is what the caller gets). */
+		for (unsigned t = 0; t < ct->c->ntargets; t++) {
+			if (!conn_target_live(ct->c, t) || !(r = creq_new(ct->c, NET_OP_SNAP_DESTROY, t)))
+				continue;
+			r->a = a;
+			creq_submit(r, NULL, NULL);
+		}
 		return rc;
+	}
 	*epoch_out = epoch;
 	return 0;
 }

@@ -426,6 +426,9 @@ int main(void)
 		    (rc = px_lib_create(fs, &lb)) < 0) {
 			fprintf(stderr, "posix_fuse_test: liblodefs mount of %s: %s\n", CONTAINER,
 				lode_strerror(rc));
+			if (fs)
+				lodefs_umount(fs);
+			px_sys_destroy(b);
 			return 1;
 		}
 		px_suite_fill("lib", &px_lib_ops, lb);
