@@ -1695,7 +1695,7 @@ static bool drained(struct srv_tgt *t)
  * threads of 4 KiB random reads, 2 RAM targets over shm on 2 cores: fio
  * through the preload library 121-153K IOPS -> 209-225K, `lode bench
  * --api fs` 155-235K -> 192-336K; 1 MiB reads of one thread and the FUSE
- * mount unchanged within their noise (docs/decisions/0005).
+ * mount unchanged within their noise (docs/performance.md).
  */
 #define SPIN_SHORT_US 50u
 
