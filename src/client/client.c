@@ -2038,7 +2038,7 @@ int conn_engines_fresh(lode_conn_t *c)
 		/* No slot: more engines than a connection holds. A connect that
 		 * can never work says so; any other failure may pass. */
 		if (!ce)
-			rc = -E2BIG;
+			rc = c->nengines == CONN_ENGINES_MAX ? -E2BIG : -EHOSTDOWN;
 		else if (!ce->connected || ce->lost)
 			rc = ce->err == -EPROTONOSUPPORT || ce->err == -E2BIG ? ce->err : -EHOSTDOWN;
 	}

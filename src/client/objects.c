@@ -1830,11 +1830,12 @@ void lode_cont_uuid(const lode_cont_t *ct, struct lode_uuid *uuid_out)
 
 /* A snapshot's request to a target other than the first: a NEW engine
  * whose walk has not reached the container yet has none, and its walk
- * makes the snapshot there from the others' (docs/decisions/0014). Lock
- * held. */
+ * makes the snapshot there from the others' (docs/decisions/0014); one
+ * whose walk was faster than us has it already (the same epoch, taken
+ * from the first target: the same snapshot). Lock held. */
 static void snap_done(struct creq *r)
 {
-	if (r->rc == -LODE_ENOCONT && conn_target_new(r->c, r->tgt))
+	if ((r->rc == -LODE_ENOCONT && conn_target_new(r->c, r->tgt)) || r->rc == -EEXIST)
 		r->rc = 0;
 }
 
@@ -1911,15 +1912,20 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
 		rc = snap_send(ct->c, &a, done);
 	if (rc < 0) {
-		/* Taken on some targets: dropped again wherever we reach, so
-		 * that a failure leaves no snapshot (best effort; the first
-		 * error is what the caller gets). */
-		for (unsigned t = 0; t < ct->c->ntargets; t++) {
-			if (!conn_target_live(ct->c, t) || !(r = creq_new(ct->c, NET_OP_SNAP_DESTROY, t)))
+		/* Taken on some targets: dropped again where it was sent, all
+		 * at once, so that a failure leaves no snapshot (best effort;
+		 * the first error is what the caller gets). */
+		struct creq *p = creq_new(ct->c, 0, 0);
+
+		for (unsigned t = 0; p && t < ct->c->ntargets; t++) {
+			if (!done[t] || !conn_target_live(ct->c, t) ||
+			    !(r = creq_new(ct->c, NET_OP_SNAP_DESTROY, t)))
 				continue;
 			r->a = a;
-			creq_submit(r, NULL, NULL);
+			creq_submit(r, NULL, p);
 		}
+		if (p)
+			creq_seal(p, NULL);
 		return rc;
 	}
 	*epoch_out = epoch;

@@ -1752,8 +1752,9 @@ static void test_key_errors(void **state)
  * target does not check: older than any), and a drop of its dkey right
  * behind it on every target; the one the write is on answers -EBUSY while
  * the value is on its way (a write that had already landed lets the drop
- * through: tried again, up to 5 times). Once the write is done, the drop
- * goes through and the dkey is gone.
+ * through: tried again, up to 20 times; in a release build about half the
+ * writes land first, and 5 tries missed once in 14 runs). Once the write
+ * is done, the drop goes through and the dkey is gone.
  */
 static void test_drop_waits_for_writes(void **state)
 {
@@ -1769,7 +1770,7 @@ static void test_drop_waits_for_writes(void **state)
 
 	fill(buf, len, 77);
 	assert_int_equal(lode_eq_create(&eq), 0);
-	for (int attempt = 0; attempt < 5 && busy == 0; attempt++) {
+	for (int attempt = 0; attempt < 20 && busy == 0; attempt++) {
 		uint32_t v = atomic_load(&conn->map_ver);
 
 		assert_int_equal(lode_event_init(&ev, eq), 0);
