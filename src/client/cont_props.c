@@ -91,10 +91,11 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	else
 		memcpy(a.cont.b, rep->uuid.data, sizeof(a.cont.b));
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
-	if (rc < 0)
+	/* Registered, but nothing can be made of it: the service forgets it. */
+	if (rc < 0 || (rc = conn_cont_acquire(c, label, &a.cont, NULL)) < 0) {
+		conn_cont_unregister(c, label);
 		return rc;
-	if ((rc = conn_cont_acquire(c, label, &a.cont, NULL)) < 0)
-		return rc;
+	}
 	/* Every engine the map has now: one that joined after our last map,
 	 * and walked its targets before the container was registered, would
 	 * not get it otherwise (docs/decisions/0014). The targets we reach
@@ -120,21 +121,23 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	    (rc = conn_map_fetch(c)) == 0 && (rc = conn_engines_fresh(c)) == 0)
 		rc = targets_create(c, &a, done);
 	if (rc < 0) {
-		/* Undo, so that the label can be created again: the targets that
-		 * made it drop it, then the service forgets it (best effort; the
-		 * first error is what the caller gets). */
+		/* Undo, so that the label can be created again: the targets we
+		 * reach drop it, all at once (a new engine's walk may have made
+		 * it where we did not), then the service forgets it (best effort;
+		 * the first error is what the caller gets). */
+		struct creq *undo = creq_new(c, 0, 0);
 		int err = rc;
 
-		for (unsigned j = 0; j < c->ntargets; j++) {
+		for (unsigned j = 0; undo && j < c->ntargets; j++) {
 			struct creq *r;
 
-			if (!conn_target_live(c, j))
+			if (!conn_target_live(c, j) || !(r = creq_new(c, NET_OP_CONT_DESTROY, j)))
 				continue;
-			if (!(r = creq_new(c, NET_OP_CONT_DESTROY, j)))
-				break;
 			r->a = a;
-			creq_submit(r, NULL, NULL);
+			creq_submit(r, NULL, undo);
 		}
+		if (undo)
+			creq_seal(undo, NULL);
 		conn_cont_release(c, &a.cont);
 		conn_cont_unregister(c, label);
 		return err;
