@@ -2028,13 +2028,11 @@ int conn_engines_fresh(lode_conn_t *c)
 	rc = c->failed;
 	for (uint32_t s = 0; c->map && rc == 0 && s < c->map->nengines; s++) {
 		const struct layout_engine *le = &c->map->engines[s];
-		const struct conn_engine *ce = NULL;
+		int k = conn_engine_index(c, le->id);
+		const struct conn_engine *ce = k < 0 ? NULL : &c->eng[k];
 
 		if (le->state != LAYOUT_UP && le->state != LAYOUT_DRAIN && le->state != LAYOUT_NEW)
 			continue;
-		for (unsigned k = 0; k < c->nengines && !ce; k++)
-			if (c->eng[k].id == le->id)
-				ce = &c->eng[k];
 		/* No slot: more engines than a connection holds. A connect that
 		 * can never work says so; any other failure may pass. */
 		if (!ce)

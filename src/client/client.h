@@ -646,6 +646,17 @@ int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
 /* The version of the map c places with now (0: none from the service). */
 uint32_t conn_map_version(lode_conn_t *c);
 
+/* The index in c->eng of engine id, or -1 when the connection has none.
+ * Lock held. */
+int conn_engine_index(const lode_conn_t *c, uint32_t id);
+
+/*
+ * Best effort: op with args a to every live target of c that only[] has
+ * (every live target when only is NULL), all at once, their results
+ * ignored. For undoing what a failed call made. No lock held.
+ */
+void conn_targets_undo(lode_conn_t *c, uint16_t op, const struct net_args *a, const bool *only);
+
 /* Global targets [*first, *first + *n) of engine id, connected and not
  * lost. Errors: -ENOENT. */
 int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *n);

@@ -121,26 +121,14 @@ int conn_cont_create_props(lode_conn_t *c, const char *label, const struct conn_
 	    (rc = conn_map_fetch(c)) == 0 && (rc = conn_engines_fresh(c)) == 0)
 		rc = targets_create(c, &a, done);
 	if (rc < 0) {
-		/* Undo, so that the label can be created again: the targets we
-		 * reach drop it, all at once (a new engine's walk may have made
-		 * it where we did not), then the service forgets it (best effort;
-		 * the first error is what the caller gets). */
-		struct creq *undo = creq_new(c, 0, 0);
-		int err = rc;
-
-		for (unsigned j = 0; undo && j < c->ntargets; j++) {
-			struct creq *r;
-
-			if (!conn_target_live(c, j) || !(r = creq_new(c, NET_OP_CONT_DESTROY, j)))
-				continue;
-			r->a = a;
-			creq_submit(r, NULL, undo);
-		}
-		if (undo)
-			creq_seal(undo, NULL);
+		/* Undo, so that the label can be created again: every target we
+		 * reach drops it (a new engine's walk may have made it where we
+		 * did not), then the service forgets it (best effort; the first
+		 * error is what the caller gets). */
+		conn_targets_undo(c, NET_OP_CONT_DESTROY, &a, NULL);
 		conn_cont_release(c, &a.cont);
 		conn_cont_unregister(c, label);
-		return err;
+		return rc;
 	}
 	conn_cont_release(c, &a.cont);
 	if (uuid_out)

@@ -183,6 +183,20 @@ static int broadcast(lode_conn_t *c, uint16_t op, const struct net_args *a, lode
 	return creq_seal(p, rc < 0 ? NULL : ev);
 }
 
+void conn_targets_undo(lode_conn_t *c, uint16_t op, const struct net_args *a, const bool *only)
+{
+	struct creq *p = creq_new(c, 0, 0), *r;
+
+	for (unsigned t = 0; p && t < c->ntargets; t++) {
+		if ((only && !only[t]) || !conn_target_live(c, t) || !(r = creq_new(c, op, t)))
+			continue;
+		r->a = *a;
+		creq_submit(r, NULL, p);
+	}
+	if (p)
+		creq_seal(p, NULL);
+}
+
 /* ---- status -------------------------------------------------------------------- */
 
 int lode_status(lode_conn_t *c, struct lode_target_status *st, unsigned max)
@@ -1912,20 +1926,10 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
 		rc = snap_send(ct->c, &a, done);
 	if (rc < 0) {
-		/* Taken on some targets: dropped again where it was sent, all
-		 * at once, so that a failure leaves no snapshot (best effort;
-		 * the first error is what the caller gets). */
-		struct creq *p = creq_new(ct->c, 0, 0);
-
-		for (unsigned t = 0; p && t < ct->c->ntargets; t++) {
-			if (!done[t] || !conn_target_live(ct->c, t) ||
-			    !(r = creq_new(ct->c, NET_OP_SNAP_DESTROY, t)))
-				continue;
-			r->a = a;
-			creq_submit(r, NULL, p);
-		}
-		if (p)
-			creq_seal(p, NULL);
+		/* Taken on some targets: dropped again where it was sent, so
+		 * that a failure leaves no snapshot (the first error is what
+		 * the caller gets). */
+		conn_targets_undo(ct->c, NET_OP_SNAP_DESTROY, &a, done);
 		return rc;
 	}
 	*epoch_out = epoch;

@@ -161,17 +161,16 @@ static void map_next_update(lode_conn_t *c)
 static int member_target(const lode_conn_t *c, const struct layout_group *g, unsigned i)
 {
 	const struct layout_engine *le = layout_map_engine(c->map, g->shard[i].engine);
-	const struct conn_engine *e = NULL;
+	const struct conn_engine *e;
+	int k;
 
 	if (!le || g->shard[i].down)
 		return -1;
 	/* By id, not by slot: a map without a NEW engine that was removed
 	 * has its later engines in lower slots than when we connected. */
-	for (unsigned k = 0; k < c->nengines && !e; k++)
-		if (c->eng[k].id == le->id)
-			e = &c->eng[k];
-	if (!e)
+	if ((k = conn_engine_index(c, le->id)) < 0)
 		return -1; /* an engine that joined after we connected, not named yet */
+	e = &c->eng[k];
 	if (!e->connected || e->lost || e->joining || g->shard[i].tgt >= e->ntgts)
 		return -1;
 	return (int)(e->first + g->shard[i].tgt);
@@ -494,11 +493,9 @@ void conn_engines_note(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
 	/* While lode_connect runs, its own thread names and connects engines. */
 	for (size_t i = 0; c->ready && !c->map_local && i < pm->n_engines; i++) {
 		const char *addr = pm->engines[i]->address ? pm->engines[i]->address : "";
-		struct conn_engine *e = NULL;
+		int k = conn_engine_index(c, pm->engines[i]->id);
+		struct conn_engine *e = k < 0 ? NULL : &c->eng[k];
 
-		for (unsigned k = 0; k < c->nengines && !e; k++)
-			if (c->eng[k].id == pm->engines[i]->id)
-				e = &c->eng[k];
 		if (!e) {
 			if (c->nengines == CONN_ENGINES_MAX)
 				break;
@@ -620,20 +617,25 @@ uint32_t conn_map_version(lode_conn_t *c)
 	return v;
 }
 
+int conn_engine_index(const lode_conn_t *c, uint32_t id)
+{
+	for (unsigned k = 0; k < c->nengines; k++)
+		if (c->eng[k].id == id)
+			return (int)k;
+	return -1;
+}
+
 int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *n)
 {
-	int rc = -ENOENT;
+	const struct conn_engine *e;
+	int rc = -ENOENT, k;
 
 	pthread_mutex_lock(&c->lock);
-	for (unsigned k = 0; k < c->nengines; k++) {
-		if (c->eng[k].id != id)
-			continue;
-		if (c->eng[k].connected && !c->eng[k].lost && !c->eng[k].joining) {
-			*first = c->eng[k].first;
-			*n = c->eng[k].ntgts;
-			rc = 0;
-		}
-		break;
+	e = (k = conn_engine_index(c, id)) < 0 ? NULL : &c->eng[k];
+	if (e && e->connected && !e->lost && !e->joining) {
+		*first = e->first;
+		*n = e->ntgts;
+		rc = 0;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;

@@ -21,17 +21,9 @@ scratch_setup reach-test
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/loded.sh"
 
-# A long grace: engine 1 must stay UP while it is stopped (about 15 s
+# A long grace: engine 1 must stay UP while it is stopped (15-25 s
 # here), however slow the machine.
-cluster_host --ram --transport tcp --targets 2 --heartbeat-ms 200 --grace-ms 60000
-loded_join b
-b_pid=$jpid
-pids+=("$b_pid")
-loded_join c
-c_pid=$jpid
-pids+=("$c_pid")
-wait_state "engine b joins UP" 1 UP 5
-wait_state "engine c joins UP" 2 UP 5
+cluster_of_three 2 60000
 check "container base" 0 A cont create base --class RP_3
 
 kill -STOP "$b_pid"

@@ -116,12 +116,12 @@ wait_state() {
 	return 1
 }
 
-# cluster_of_three TARGETS: the usual three-engine cluster of the rebuild
-# tests: cluster_host (RAM, tcp, TARGETS targets, heartbeats every 200 ms,
-# DOWN after 3 s), engines b and c joined (b_pid, c_pid, both in pids),
-# and checks that both joined UP.
+# cluster_of_three TARGETS [GRACE_MS]: the usual three-engine cluster of
+# the rebuild tests: cluster_host (RAM, tcp, TARGETS targets, heartbeats
+# every 200 ms, DOWN after GRACE_MS, default 3 s), engines b and c joined
+# (b_pid, c_pid, both in pids), and checks that both joined UP.
 cluster_of_three() {
-	cluster_host --ram --transport tcp --targets "$1" --heartbeat-ms 200 --grace-ms 3000
+	cluster_host --ram --transport tcp --targets "$1" --heartbeat-ms 200 --grace-ms "${2:-3000}"
 	loded_join b --targets "$1"
 	b_pid=$jpid
 	pids+=("$b_pid")
