@@ -48,7 +48,7 @@ struct eng_tgt_opts {
 	uint64_t capacity;     /* max size of the extent file; 0 = 1 GiB */
 	uint32_t inline_max;   /* values <= this many bytes live in the index; 0 = 64 */
 	uint64_t wal_size;     /* wal file size; 0 = 64 MiB (RAM) / 256 MiB (disk) */
-	unsigned queue_depth;  /* io_uring entries; 0 = 256 */
+	unsigned queue_depth;  /* io_uring entries; 0 = 256, at least 4 */
 };
 
 /*

@@ -437,19 +437,39 @@ static void release_held(struct eng_target *t)
 
 /* ---- io_uring ------------------------------------------------------------ */
 
+/*
+ * Hand what is queued in the submission ring to the kernel. One that fails
+ * (-EBUSY, -EAGAIN: the kernel takes nothing for now) or takes only part
+ * leaves the rest in the ring, counted in sq_pending, for the next call.
+ */
+static void ring_submit(struct eng_target *t)
+{
+	io_uring_submit(&t->ring);
+	t->sq_pending = io_uring_sq_ready(&t->ring);
+}
+
+/*
+ * n entries of the submission ring into sqe[], all free at once: a full
+ * ring is submitted first, never between taking them, so that no entry goes
+ * to the kernel before the caller has filled it in. -EBUSY: no room for n.
+ */
+static int get_sqes(struct eng_target *t, unsigned n, struct io_uring_sqe **sqe)
+{
+	if (io_uring_sq_space_left(&t->ring) < n)
+		ring_submit(t);
+	if (io_uring_sq_space_left(&t->ring) < n)
+		return -EBUSY;
+	for (unsigned i = 0; i < n; i++)
+		sqe[i] = io_uring_get_sqe(&t->ring);
+	t->sq_pending += n;
+	return 0;
+}
+
 static struct io_uring_sqe *get_sqe(struct eng_target *t)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+	struct io_uring_sqe *sqe;
 
-	if (!sqe) {
-		/* The ring is full: hand what is queued to the kernel. */
-		io_uring_submit(&t->ring);
-		t->sq_pending = 0;
-		sqe = io_uring_get_sqe(&t->ring);
-	}
-	if (sqe)
-		t->sq_pending++;
-	return sqe;
+	return get_sqes(t, 1, &sqe) < 0 ? NULL : sqe;
 }
 
 /*
@@ -460,10 +480,8 @@ static struct io_uring_sqe *get_sqe(struct eng_target *t)
  */
 static void io_kick(struct eng_target *t, size_t len)
 {
-	if (len >= (64u << 10) || t->sq_pending >= 16) {
-		io_uring_submit(&t->ring);
-		t->sq_pending = 0;
-	}
+	if (len >= (64u << 10) || t->sq_pending >= 16)
+		ring_submit(t);
 }
 
 static void *io_buf(struct eng_target *t, size_t len)
@@ -778,15 +796,17 @@ static void start_flush(struct eng_target *t)
 		return;
 	}
 	{
-		struct io_uring_sqe *w = get_sqe(t), *s = w ? get_sqe(t) : NULL, *e = NULL;
+		struct io_uring_sqe *sq[3], *w, *s, *e = NULL;
 
-		if (data && s)
-			e = get_sqe(t);
-		if (!w || !s || (data && !e)) {
+		if (get_sqes(t, data ? 3 : 2, sq) < 0) {
 			t->flush_rc = -EBUSY;
 			flush_finish(t);
 			return;
 		}
+		w = sq[0];
+		s = sq[1];
+		if (data)
+			e = sq[2];
 		io_uring_prep_writev(w, t->wal_fd, t->wal_iov, 2, t->wal_off);
 		w->flags |= IOSQE_IO_LINK;
 		io_uring_sqe_set_data(w, &t->io_wal_write);
@@ -1739,17 +1759,18 @@ int eng_progress(struct eng_target *t)
 	if (!t)
 		return -EFAULT;
 	if (t->have_ring) {
-		if (t->sq_pending) {
-			io_uring_submit(&t->ring);
-			t->sq_pending = 0;
-		}
+		if (t->sq_pending)
+			ring_submit(t);
+		/* Completions beyond the queue's room wait in the kernel until
+		 * asked for: without this, a caller that only calls
+		 * eng_progress would never see them. */
+		if (io_uring_cq_has_overflow(&t->ring))
+			io_uring_get_events(&t->ring);
 		reap(t);
 	}
 	start_flush(t);
-	if (t->have_ring && t->sq_pending) {
-		io_uring_submit(&t->ring);
-		t->sq_pending = 0;
-	}
+	if (t->have_ring && t->sq_pending)
+		ring_submit(t);
 	release_held(t);
 	while (t->done_head) {
 		struct op *o = t->done_head;
@@ -3258,7 +3279,8 @@ static int rebuild(struct eng_target *t)
 static int ring_setup(struct eng_target *t, unsigned qd)
 {
 	struct iovec iov;
-	int rc = io_uring_queue_init(qd ? qd : 256, &t->ring, 0);
+	/* A group commit takes 3 entries at once (get_sqes). */
+	int rc = io_uring_queue_init(qd == 0 ? 256 : qd < 4 ? 4 : qd, &t->ring, 0);
 
 	if (rc < 0)
 		return rc;

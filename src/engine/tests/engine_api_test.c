@@ -1914,6 +1914,72 @@ static void test_async_many(void **state)
 }
 
 /*
+ * A queue depth of 4, the least (8 completions): 64 updates queued together,
+ * so that group commits find the submission ring nearly full, then 64 reads
+ * in flight, more than the completion queue holds (the kernel keeps the rest
+ * aside until asked for them). Progress alone (no wait, nothing more to
+ * submit) must finish every one; a caller's loop of eng_progress is bounded
+ * here by time instead of hanging.
+ */
+static void progress_until(struct eng_target *t, const unsigned *done, unsigned n, const char *what)
+{
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		assert_true(eng_progress(t) >= 0);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (*done < n && t1.tv_sec - t0.tv_sec < 10);
+	if (*done < n)
+		fail_msg("%u of %u %s completed after 10 s of eng_progress", *done, n, what);
+}
+
+static void test_completion_overflow(void **state)
+{
+	struct tu_fix *f = fixture(state);
+	enum { N = 64, LEN = 8192 };
+	struct aop *ops = calloc(N, sizeof(*ops));
+	unsigned done = 0;
+
+	assert_non_null(ops);
+	tu_fix_close(f);
+	f->opts.queue_depth = 4;
+	tu_fix_open(f);
+	for (unsigned i = 0; i < N; i++) {
+		struct aop *a = &ops[i];
+
+		snprintf(a->akey, sizeof(a->akey), "q%u", i);
+		a->k = tu_key(&f->cont, tu_oid(7), "dkey", a->akey);
+		a->len = LEN;
+		a->buf = xmalloc(LEN);
+		a->done = &done;
+		tu_pat_fill(a->buf, LEN, i, 0);
+		/* Queued together: a group commit may find the ring nearly full. */
+		assert_int_equal(eng_arr_update(f->tgt, &a->k, 10, 0, a->buf, LEN, aop_cb, a), 0);
+	}
+	progress_until(f->tgt, &done, N, "updates");
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(ops[i].rc, 0);
+		ops[i].calls = 0;
+	}
+	done = 0;
+	for (unsigned i = 0; i < N; i++) {
+		memset(ops[i].buf, 0, LEN);
+		assert_int_equal(eng_arr_fetch(f->tgt, &ops[i].k, LODE_EPOCH_MAX, 0, ops[i].buf, LEN,
+					       aop_cb, &ops[i]),
+				 0);
+	}
+	progress_until(f->tgt, &done, N, "reads");
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(ops[i].rc, 0);
+		if (tu_pat_check(ops[i].buf, LEN, i, 0) >= 0)
+			fail_msg("read %u: wrong bytes", i);
+		free(ops[i].buf);
+	}
+	free(ops);
+}
+
+/*
  * Callbacks may queue new operations: chains in which each completion
  * queues the next update (or fetch) of its chain.
  */
@@ -2317,6 +2383,7 @@ int main(void)
 		TU_BOTH_MODES(test_enum_akeys),
 		TU_BOTH_MODES(test_enum_resume),
 		TU_BOTH_MODES(test_async_many),
+		TU_BOTH_MODES(test_completion_overflow),
 		TU_BOTH_MODES(test_async_chain),
 		TU_BOTH_MODES(test_buf_alloc),
 		TU_BOTH_MODES(test_value_reserve),
