@@ -136,6 +136,78 @@ static struct lode_oid arr_oid(const struct ctx *x, unsigned a)
 
 static const struct lode_key akey = {"d", 1, "a", 1};
 
+/* Where each member of o's group (dkey "d") is in the current map. */
+static void print_group(struct ctx *x, struct lode_oid o)
+{
+	struct layout_class lc;
+	struct layout_group g;
+
+	layout_class_from_id(x->cls, &lc);
+	pthread_mutex_lock(&x->ct->c->lock);
+	if (layout_dkey_place(x->ct->c->map, o, &lc, conn_dkey_hash("d", 1), &g) == 0)
+		for (unsigned m = 0; m < g.size; m++)
+			printf("member %u: engine %u target %u%s (map version %llu)\n", m,
+			       g.shard[m].engine, g.shard[m].tgt, g.shard[m].down ? " DOWN" : "",
+			       (unsigned long long)x->ct->c->map->version);
+	pthread_mutex_unlock(&x->ct->c->lock);
+}
+
+/*
+ * After a wrong byte at array offset x of array a of an EC class: where
+ * the group's members are, and 16 bytes of each member at the cell x is
+ * in, read from that member alone as of the same epoch, beside what the
+ * model says the member holds there (a parity: the code of the model's
+ * data cells), so that a failure says which member was wrong.
+ */
+static void explain(struct ctx *x, unsigned a, uint64_t at_x)
+{
+	enum { N = 16 };
+	struct layout_class lc;
+	struct lode_oid o = arr_oid(x, a);
+	uint64_t cs = EC_IO_CELL, sw, moff;
+	uint8_t want[EC_CELLS_MAX][N] = {{0}}, got[N], *cells[EC_CELLS_MAX];
+	struct ec_codec *codec;
+
+	if (layout_class_from_id(x->cls, &lc) < 0 || lc.redun != LAYOUT_R_EC)
+		return;
+	sw = lc.k * cs;
+	moff = at_x / sw * cs + at_x % cs;
+	for (unsigned c = 0; c < lc.k; c++)
+		for (unsigned i = 0; i < N; i++) {
+			uint64_t y = at_x / sw * sw + c * cs + at_x % cs + i;
+
+			want[c][i] = y < ARR_MAX && x->m->written[a][y] ? x->m->data[a][y] : 0;
+		}
+	for (unsigned m = 0; m < lc.k + lc.p; m++)
+		cells[m] = want[m];
+	if (ec_codec_create(lc.k, lc.p, &codec) == 0) {
+		ec_encode(codec, cells, cells + lc.k, N);
+		ec_codec_destroy(codec);
+	}
+	print_group(x, o);
+	for (unsigned m = 0; m < lc.k + lc.p; m++) {
+		struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, o, &akey);
+		int rc;
+
+		if (!r)
+			return;
+		memset(got, 0xee, N);
+		r->pinned = true;
+		r->member = (uint8_t)m;
+		r->a.off = moff;
+		r->a.epoch = at == LODE_EPOCH_MAX ? 0 : at;
+		conn_value_in(r, got, N);
+		rc = creq_submit(r, NULL, NULL);
+		printf("member %u at %llu: rc %d, got", m, (unsigned long long)moff, rc);
+		for (unsigned i = 0; i < N; i++)
+			printf(" %02x", got[i]);
+		printf(", model");
+		for (unsigned i = 0; i < N; i++)
+			printf(" %02x", want[m][i]);
+		printf("\n");
+	}
+}
+
 static int check_read(struct ctx *x, unsigned a, uint64_t off, uint32_t len, const char *what)
 {
 	uint8_t *got = malloc(len);
@@ -159,6 +231,7 @@ static int check_read(struct ctx *x, unsigned a, uint64_t off, uint32_t len, con
 			printf("FAIL %s: array %u byte %llu is %02x, not %02x (read [%llu, +%u))\n", what,
 			       a, (unsigned long long)(off + i), got[i], want,
 			       (unsigned long long)off, len);
+			explain(x, a, off + i);
 			exit(1);
 		}
 	}
@@ -480,19 +553,7 @@ static void members(struct ctx *x, unsigned i)
 	memcpy(cell[0] + cs, want + 2 * cs, 5000);
 	memcpy(cell[1], want + cs, cs);
 	ec_codec_create(2, 1, &codec);
-	{
-		struct layout_class lc;
-		struct layout_group g;
-
-		layout_class_from_id(x->cls, &lc);
-		pthread_mutex_lock(&x->ct->c->lock);
-		if (layout_dkey_place(x->ct->c->map, o, &lc, conn_dkey_hash("d", 1), &g) == 0)
-			for (unsigned m = 0; m < g.size; m++)
-				printf("member %u: engine %u target %u%s (map version %llu)\n", m,
-				       g.shard[m].engine, g.shard[m].tgt, g.shard[m].down ? " DOWN" : "",
-				       (unsigned long long)x->ct->c->map->version);
-		pthread_mutex_unlock(&x->ct->c->lock);
-	}
+	print_group(x, o);
 	ec_encode(codec, cell, cell + 2, cs + 5000);
 	for (unsigned m = 0; m < 3; m++) {
 		struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, o, &akey);

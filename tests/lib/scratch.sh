@@ -7,7 +7,8 @@
 # trap that stops $pid and every pid in the array pids (resuming stopped
 # ones first) and removes $dir. When a check failed ($fails, from
 # check.sh), the end of every log in $dir is printed first: a failure seen
-# only under CI's load leaves its evidence in the test's output.
+# only under CI's load leaves its evidence in the test's output. With
+# LODE_TEST_KEEP=1 a failed test's $dir is kept, and its path printed.
 scratch_setup() {
 	mkdir -p "${LODE_TEST_TMP:-/tmp}"
 	dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-$1.XXXXXX")
@@ -32,6 +33,10 @@ scratch_cleanup() {
 			echo "---- the end of ${log##*/}"
 			tail -40 "$log"
 		done
+		if [ "${LODE_TEST_KEEP:-0}" = 1 ]; then
+			echo "---- kept $dir"
+			return
+		fi
 	fi
 	rm -rf "$dir"
 }
