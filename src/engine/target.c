@@ -272,6 +272,11 @@ struct eng_target {
 	struct op *done_head, *done_tail;
 	struct op *reads_head, *reads_tail;
 	unsigned inflight;
+	/* The last number given to an array record's key (an update's or a
+	 * punch's, after its epoch): it only grows, so two records of one akey
+	 * at one epoch never share a key and the later sorts first; recovery
+	 * starts it past every number it finds (recover_put). */
+	uint64_t key_seq;
 	uint64_t clock;
 	struct held *held;
 	size_t nheld, held_cap, held_first;
@@ -1029,7 +1034,7 @@ static int update(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 		return rc;
 	kb_u64(&k, ~epoch);
 	if (type == REC_ARR)
-		kb_u64(&k, ~(t->seq + 1 + t->inflight)); /* unique, newer sorts first */
+		kb_u64(&k, ~++t->key_seq); /* unique, newer sorts first */
 	r = rec_from_kb(&k, type, inl ? len : (nchunk > 1 ? nchunk * 4u : 0));
 	o = calloc(1, sizeof(*o));
 	if (!r || !o) {
@@ -1214,7 +1219,7 @@ int eng_arr_punch(struct eng_target *t, const struct eng_key *key, lode_epoch_t 
 	if (rc < 0)
 		return rc;
 	kb_u64(&k, ~epoch);
-	kb_u64(&k, ~(t->seq + 1 + t->inflight));
+	kb_u64(&k, ~++t->key_seq);
 	return put_meta(t, &k, REC_ARR_PUNCH, len, off, cb, arg);
 }
 
@@ -2955,7 +2960,17 @@ static int path_in(const struct eng_target *t, char *buf, size_t len, const char
 /* Insert during recovery; takes r, also on failure. */
 static int recover_put(struct eng_target *t, struct rec *r)
 {
-	int rc = index_put_as(t, r, false);
+	int rc;
+
+	if ((r->type == REC_ARR || r->type == REC_ARR_PUNCH) && r->klen >= 8) {
+		uint64_t n = 0;
+
+		for (unsigned i = r->klen - 8u; i < r->klen; i++)
+			n = n << 8 | r->key[i];
+		if (~n > t->key_seq)
+			t->key_seq = ~n;
+	}
+	rc = index_put_as(t, r, false);
 
 	if (rc < 0)
 		free(r);
