@@ -18,6 +18,9 @@
  *                                 replayed, nothing written) read back, and
  *                                 sizes at least the model's (a dead data
  *                                 member makes the size an upper bound).
+ *   cells ADDR CONT CLASS SEED N  every member's cells of those arrays,
+ *                                 each read from its member alone, against
+ *                                 the model (parity: their code)
  *   stream ADDR CONT CLASS SECS   full and partial stripe writes of new
  *                                 objects for SECS seconds, no error allowed;
  *                                 the count acknowledged printed, then every
@@ -668,6 +671,81 @@ static int cmd_parity(struct ctx *x, const struct layout_class *lc, unsigned n)
 	return bad ? 1 : 0;
 }
 
+/*
+ * cells: after the model of ops SEED N (replayed, nothing written), every
+ * member of each array, read from that member alone as of EC_EPOCH (or the
+ * latest): a data member holds the model's bytes of its cells, a parity
+ * member their code, up to the end of the arrays' range (past a member's
+ * extent it reads as zeros). Members whose engine is lost are left out.
+ * This checks a rebuilt member directly, a parity member included, which
+ * reads of the arrays touch only once a data member is lost.
+ */
+static int cmd_cells(struct ctx *x, const struct layout_class *lc, unsigned n)
+{
+	uint64_t cs = EC_IO_CELL, sw = lc->k * cs, ms = (ARR_MAX + sw - 1) / sw * cs;
+	unsigned nm = lc->k + lc->p;
+	uint8_t *want[EC_CELLS_MAX], *got = malloc(ms);
+	uint64_t s = x->seed * 0x9e3779b97f4a7c15ull | 1;
+	struct ec_codec *codec;
+	int bad = 0, lost = 0;
+
+	if (lc->redun != LAYOUT_R_EC || !got || ec_codec_create(lc->k, lc->p, &codec) < 0) {
+		printf("FAIL cells needs an EC class\n");
+		return 1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		x->io = false;
+		one_op(x, &s, i);
+	}
+	for (unsigned m = 0; m < nm; m++)
+		want[m] = calloc(1, ms);
+	for (unsigned a = 0; a < NARR; a++) {
+		for (uint64_t y = 0; y < ARR_MAX; y++)
+			want[y / cs % lc->k][y / sw * cs + y % cs] =
+				x->m->written[a][y] ? x->m->data[a][y] : 0;
+		ec_encode(codec, want, want + lc->k, ms);
+		for (unsigned m = 0; m < nm; m++) {
+			struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, arr_oid(x, a), &akey);
+			int rc;
+
+			memset(got, 0xee, ms);
+			r->pinned = true;
+			r->member = (uint8_t)m;
+			r->a.epoch = at == LODE_EPOCH_MAX ? 0 : at;
+			conn_value_in(r, got, ms);
+			rc = creq_submit(r, NULL, NULL);
+			if (rc == -ENOENT)
+				rc = 0, memset(got, 0, ms);
+			if (rc == -EHOSTDOWN || rc == -LODE_EFENCED) {
+				lost++;
+				continue;
+			}
+			if (rc < 0) {
+				printf("FAIL array %u member %u: %d (%s)\n", a, m, rc, lode_strerror(rc));
+				bad++;
+				continue;
+			}
+			for (uint64_t o = 0; o < ms; o++)
+				if (got[o] != want[m][o]) {
+					printf("FAIL array %u member %u byte %llu is %02x, not %02x\n", a, m,
+					       (unsigned long long)o, got[o], want[m][o]);
+					print_group(x, arr_oid(x, a));
+					bad++;
+					break;
+				}
+		}
+	}
+	for (unsigned m = 0; m < nm; m++)
+		free(want[m]);
+	free(got);
+	ec_codec_destroy(codec);
+	if (bad)
+		return 1;
+	printf("ok   cells of seed %llu: %u arrays, every member as the model says (%d lost)\n",
+	       (unsigned long long)x->seed, NARR, lost);
+	return 0;
+}
+
 /* Send a pinned request of the race array to member m; its result. */
 static int race_raw(struct ctx *x, uint16_t op, unsigned m, uint64_t off, uint64_t len,
 		    const void *out)
@@ -848,10 +926,11 @@ int main(int argc, char **argv)
 	int rc = 2;
 
 	bool ops = argc == 7 && (!strcmp(argv[1], "ops") || !strcmp(argv[1], "verify") ||
-				 !strcmp(argv[1], "dops") || !strcmp(argv[1], "race"));
+				 !strcmp(argv[1], "dops") || !strcmp(argv[1], "race") ||
+				 !strcmp(argv[1], "cells"));
 
 	if ((!ops && argc != 6) || layout_class_parse(argv[4], &lc) < 0) {
-		fprintf(stderr, "usage: ec_client ops|dops|verify ADDR CONT CLASS SEED N\n"
+		fprintf(stderr, "usage: ec_client ops|dops|verify|cells ADDR CONT CLASS SEED N\n"
 				"       ec_client stream ADDR CONT CLASS SECS\n"
 				"       ec_client check ADDR CONT CLASS N\n"
 				"       ec_client race ADDR CONT CLASS WHO N\n"
@@ -876,7 +955,10 @@ int main(int argc, char **argv)
 	x.cls = lc.id;
 	x.stripe = lc.redun == LAYOUT_R_EC ? lc.k * (64u << 10) : 64u << 10;
 	open_cont(argv[2], argv[3], &c, &x.ct);
-	if (!strcmp(argv[1], "race")) {
+	if (!strcmp(argv[1], "cells")) {
+		x.seed = strtoull(argv[5], NULL, 10);
+		rc = cmd_cells(&x, &lc, (unsigned)strtoul(argv[6], NULL, 10));
+	} else if (!strcmp(argv[1], "race")) {
 		rc = cmd_race(&x, (unsigned)strtoul(argv[5], NULL, 10),
 			      (unsigned)strtoul(argv[6], NULL, 10));
 	} else if (!strcmp(argv[1], "parity")) {

@@ -36,8 +36,9 @@
 #   - a container snapshotted and then changed (arrays overwritten and
 #     punched, single values rewritten, one dkey punched) reads as the
 #     snapshot saw it and as changed: before the failure, degraded, after
-#     the rebuild (the rebuilt cells carry the snapshot's view) and after
-#     the second failure.
+#     the rebuild (the rebuilt cells carry the snapshot's view; each
+#     member's cells, parity included, are also read alone and checked)
+#     and after the second failure.
 #
 # usage: ec_cluster_test.sh LODED LODE EC_CLIENT LODE_FUSE
 set -u
@@ -252,6 +253,16 @@ grep -q "rebuild for pool map version [0-9]*: done" "$dir/loded.log" &&
 for s in 2 4; do C "EC_2P1 seed $s reads back after the rebuild" verify "$a_addr" c21 EC_2P1 $s 300; done
 C "the stream's objects read back after the rebuild" check "$a_addr" c21 EC_2P1 "${n:-1}"
 snp_check " after the rebuild"
+# Every member of snp's arrays, the rebuilt ones included, read alone: a
+# rebuilt parity member is read by nothing above while every data member
+# lives.
+for s in 20 21 22; do
+	EC_EPOCH=$s1 C "snp seed $s: each member's cells as the snapshot saw them" \
+		cells "$a_addr" snp EC_2P1 $s 150
+	C "snp seed $s: each member's cells as changed" cells "$a_addr" snp EC_2P1 $s 300
+done
+EC_EPOCH=$s1 check "... the snapshot's cells are not the changed ones" 1 \
+	"$client" cells "$a_addr" snp EC_2P1 20 300
 # The rebuilt cells reach no further than the degraded bound said (the
 # model's sizes, at most, are checked by verify above).
 snp_sizes "$dir/sizes.rebuilt"

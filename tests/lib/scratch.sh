@@ -8,7 +8,8 @@
 # ones first) and removes $dir. When a check failed ($fails, from
 # check.sh), the end of every log in $dir is printed first: a failure seen
 # only under CI's load leaves its evidence in the test's output. With
-# LODE_TEST_KEEP=1 a failed test's $dir is kept, and its path printed.
+# LODE_TEST_KEEP=1 a failed test's $dir is kept, and its path printed;
+# with LODE_TEST_KEEP=all, every test's.
 scratch_setup() {
 	mkdir -p "${LODE_TEST_TMP:-/tmp}"
 	dir=$(mktemp -d "${LODE_TEST_TMP:-/tmp}/lode-$1.XXXXXX")
@@ -33,10 +34,10 @@ scratch_cleanup() {
 			echo "---- the end of ${log##*/}"
 			tail -40 "$log"
 		done
-		if [ "${LODE_TEST_KEEP:-0}" = 1 ]; then
-			echo "---- kept $dir"
-			return
-		fi
+	fi
+	if [ "${LODE_TEST_KEEP:-0}" = all ] || { [ "${LODE_TEST_KEEP:-0}" = 1 ] && [ "${fails:-0}" -ne 0 ]; }; then
+		echo "---- kept $dir"
+		return
 	fi
 	rm -rf "$dir"
 }
