@@ -458,11 +458,17 @@ static void ring_submit(struct eng_target *t)
  * ring is submitted first, never between taking them, so that no entry goes
  * to the kernel before the caller has filled it in. -EBUSY: no room for n.
  */
-static int get_sqes(struct eng_target *t, unsigned n, struct io_uring_sqe **sqe)
+/* Room for n entries in the submission ring, submitting it if need be. */
+static bool sq_room(struct eng_target *t, unsigned n)
 {
 	if (io_uring_sq_space_left(&t->ring) < n)
 		ring_submit(t);
-	if (io_uring_sq_space_left(&t->ring) < n)
+	return io_uring_sq_space_left(&t->ring) >= n;
+}
+
+static int get_sqes(struct eng_target *t, unsigned n, struct io_uring_sqe **sqe)
+{
+	if (!sq_room(t, n))
 		return -EBUSY;
 	for (unsigned i = 0; i < n; i++)
 		sqe[i] = io_uring_get_sqe(&t->ring);
@@ -781,6 +787,10 @@ static void start_flush(struct eng_target *t)
 		t->mark.len = 0;
 		wal_put_mark(&t->mark, t->gen, t->seq, t->acked_seq);
 	}
+	/* No room in the ring (the kernel takes nothing for now): the group
+	 * stays open and the next eng_progress tries again. */
+	if (t->have_ring && !sq_room(t, data ? 3 : 2))
+		return;
 	t->flush_ops = t->pend_head;
 	t->pend_head = last->next;
 	if (!t->pend_head)
@@ -803,11 +813,7 @@ static void start_flush(struct eng_target *t)
 	{
 		struct io_uring_sqe *sq[3], *w, *s, *e = NULL;
 
-		if (get_sqes(t, data ? 3 : 2, sq) < 0) {
-			t->flush_rc = -EBUSY;
-			flush_finish(t);
-			return;
-		}
+		get_sqes(t, data ? 3 : 2, sq); /* room was made above */
 		w = sq[0];
 		s = sq[1];
 		if (data)
@@ -894,8 +900,10 @@ static int wait_for(struct eng_target *t, int *slot)
 
 		if (rc < 0 && *slot == 1)
 			return rc;
-		if (*slot == 1 && rc == 0 && t->have_ring && t->io_inflight)
+		if (*slot == 1 && rc == 0 && t->have_ring && t->io_inflight) {
 			io_uring_submit_and_wait(&t->ring, 1);
+			t->sq_pending = io_uring_sq_ready(&t->ring);
+		}
 	}
 	return *slot;
 }
@@ -1766,12 +1774,14 @@ int eng_progress(struct eng_target *t)
 	if (t->have_ring) {
 		if (t->sq_pending)
 			ring_submit(t);
-		/* Completions beyond the queue's room wait in the kernel until
-		 * asked for: without this, a caller that only calls
-		 * eng_progress would never see them. */
-		if (io_uring_cq_has_overflow(&t->ring))
-			io_uring_get_events(&t->ring);
 		reap(t);
+		/* Completions beyond the queue's room wait in the kernel until
+		 * asked for (and there is room again): without this, a caller
+		 * that only calls eng_progress would never see them. */
+		if (io_uring_cq_has_overflow(&t->ring)) {
+			io_uring_get_events(&t->ring);
+			reap(t);
+		}
 	}
 	start_flush(t);
 	if (t->have_ring && t->sq_pending)
@@ -1807,8 +1817,10 @@ static int drain(struct eng_target *t)
 
 		if (rc < 0)
 			return rc;
-		if (t->inflight && rc == 0 && t->have_ring && t->io_inflight)
+		if (t->inflight && rc == 0 && t->have_ring && t->io_inflight) {
 			io_uring_submit_and_wait(&t->ring, 1);
+			t->sq_pending = io_uring_sq_ready(&t->ring);
+		}
 	}
 	return 0;
 }
@@ -2967,7 +2979,9 @@ static int recover_put(struct eng_target *t, struct rec *r)
 
 		for (unsigned i = r->klen - 8u; i < r->klen; i++)
 			n = n << 8 | r->key[i];
-		if (~n > t->key_seq)
+		/* A number near the top (only a forged record has one) is not
+		 * followed: the counter must not wrap. */
+		if (~n > t->key_seq && ~n < UINT64_MAX / 2)
 			t->key_seq = ~n;
 	}
 	rc = index_put_as(t, r, false);

@@ -1915,11 +1915,10 @@ static void test_async_many(void **state)
 
 /*
  * A queue depth of 4, the least (8 completions): 64 updates queued together,
- * so that group commits find the submission ring nearly full, then 64 reads
- * in flight, more than the completion queue holds (the kernel keeps the rest
- * aside until asked for them). Progress alone (no wait, nothing more to
- * submit) must finish every one; a caller's loop of eng_progress is bounded
- * here by time instead of hanging.
+ * then 64 reads in flight, each more than the completion queue holds (the
+ * kernel keeps the rest aside until asked for them). Progress alone (no
+ * wait, nothing more to submit) must finish every one; a caller's loop of
+ * eng_progress is bounded here by time instead of hanging.
  */
 static void progress_until(struct eng_target *t, const unsigned *done, unsigned n, const char *what)
 {
@@ -1939,9 +1938,11 @@ static void test_completion_overflow(void **state)
 	struct tu_fix *f = fixture(state);
 	enum { N = 64, LEN = 8192 };
 	struct aop *ops = calloc(N, sizeof(*ops));
-	unsigned done = 0;
+	/* on the heap: a failed check leaves callbacks for the teardown to run */
+	unsigned *done = calloc(1, sizeof(*done));
 
 	assert_non_null(ops);
+	assert_non_null(done);
 	tu_fix_close(f);
 	f->opts.queue_depth = 4;
 	tu_fix_open(f);
@@ -1952,24 +1953,24 @@ static void test_completion_overflow(void **state)
 		a->k = tu_key(&f->cont, tu_oid(7), "dkey", a->akey);
 		a->len = LEN;
 		a->buf = xmalloc(LEN);
-		a->done = &done;
+		a->done = done;
 		tu_pat_fill(a->buf, LEN, i, 0);
 		/* Queued together: a group commit may find the ring nearly full. */
 		assert_int_equal(eng_arr_update(f->tgt, &a->k, 10, 0, a->buf, LEN, aop_cb, a), 0);
 	}
-	progress_until(f->tgt, &done, N, "updates");
+	progress_until(f->tgt, done, N, "updates");
 	for (unsigned i = 0; i < N; i++) {
 		assert_int_equal(ops[i].rc, 0);
 		ops[i].calls = 0;
 	}
-	done = 0;
+	*done = 0;
 	for (unsigned i = 0; i < N; i++) {
 		memset(ops[i].buf, 0, LEN);
 		assert_int_equal(eng_arr_fetch(f->tgt, &ops[i].k, LODE_EPOCH_MAX, 0, ops[i].buf, LEN,
 					       aop_cb, &ops[i]),
 				 0);
 	}
-	progress_until(f->tgt, &done, N, "reads");
+	progress_until(f->tgt, done, N, "reads");
 	for (unsigned i = 0; i < N; i++) {
 		assert_int_equal(ops[i].rc, 0);
 		if (tu_pat_check(ops[i].buf, LEN, i, 0) >= 0)
@@ -1977,6 +1978,7 @@ static void test_completion_overflow(void **state)
 		free(ops[i].buf);
 	}
 	free(ops);
+	free(done);
 }
 
 /*
