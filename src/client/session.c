@@ -206,11 +206,15 @@ static bool mgmt_gone(int st, const char *msg)
  * UNAVAILABLE naming the leader, or saying there is none yet (src/mgmt
  * README, "Replication"): call the leader on a channel of its own for this
  * call (ch stays as it is: other threads use it), or wait a moment and
- * ask again. A few tries, then the last answer stands. Only those two
- * answers are retried: they say the call was not served at all. *gone:
+ * ask again; so is a leader named that does not answer, for a call that may
+ * be done twice. For at least 12 tries and the timeout, then the last
+ * answer stands. Only those answers are retried: they say the call was
+ * not served at all (or that serving it twice is harmless). *gone:
  * the replica behind ch did not answer (mgmt_gone); not set when it did
  * and the leader it named is what failed.
  */
+static bool mgmt_repeatable(const char *method);
+
 static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rd,
 		    const uint8_t *cap, ProtobufCMessage **rep, char *msg, size_t msg_cap,
@@ -219,6 +223,7 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 	rpc_channel_t *led = NULL;
 	char leader[256];
 	bool via_led = false;
+	int64_t until = now_ms() + timeout_ms;
 	int st;
 
 	for (int try = 0;; try++) {
@@ -228,9 +233,21 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		via_led = led != NULL;
 		st = rpc_call(led ? led : ch, method, req, rd, cap, cap ? AUTH_CAP_SIZE : 0,
 			      timeout_ms, rep, msg, msg_cap);
-		if (st != RPC_UNAVAILABLE || try == 12)
+		/* An election takes a moment: at least 12 tries, and for up to
+		 * the timeout. */
+		if (st != RPC_UNAVAILABLE || (try >= 12 && now_ms() >= until))
 			break;
 		r = rpc_redirect_parse(msg, leader, sizeof(leader));
+		if (r < 0 && via_led && mgmt_repeatable(method)) {
+			/* The leader named did not answer: it may have just
+			 * died, and the follower not know yet. A call that may be
+			 * done twice asks the follower again, which names the
+			 * next leader once one is elected. */
+			rpc_channel_close(led);
+			led = NULL;
+			usleep(250000);
+			continue;
+		}
 		/* Anything but a redirect or "no leader yet" may have done the
 		 * change (a leader that failed mid-call, or one that could not
 		 * commit): calling again could do it twice, so that answer stands. */
