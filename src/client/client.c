@@ -2028,8 +2028,7 @@ int conn_engines_fresh(lode_conn_t *c)
 	rc = c->failed;
 	for (uint32_t s = 0; c->map && rc == 0 && s < c->map->nengines; s++) {
 		const struct layout_engine *le = &c->map->engines[s];
-		int k = conn_engine_index(c, le->id);
-		const struct conn_engine *ce = k < 0 ? NULL : &c->eng[k];
+		const struct conn_engine *ce = conn_engine_of(c, le->id);
 
 		if (le->state != LAYOUT_UP && le->state != LAYOUT_DRAIN && le->state != LAYOUT_NEW)
 			continue;

@@ -646,9 +646,9 @@ int conn_tgt_io(lode_cont_t *ct, unsigned tgt, uint16_t op, struct lode_oid oid,
 /* The version of the map c places with now (0: none from the service). */
 uint32_t conn_map_version(lode_conn_t *c);
 
-/* The index in c->eng of engine id, or -1 when the connection has none.
+/* Engine id's entry in c->eng, or NULL when the connection has none.
  * Lock held. */
-int conn_engine_index(const lode_conn_t *c, uint32_t id);
+struct conn_engine *conn_engine_of(lode_conn_t *c, uint32_t id);
 
 /*
  * Best effort: op with args a to every live target of c that only[] has

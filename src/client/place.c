@@ -158,19 +158,17 @@ static void map_next_update(lode_conn_t *c)
 }
 
 /* The global target of member i of g, or -1 when it cannot be reached. */
-static int member_target(const lode_conn_t *c, const struct layout_group *g, unsigned i)
+static int member_target(lode_conn_t *c, const struct layout_group *g, unsigned i)
 {
 	const struct layout_engine *le = layout_map_engine(c->map, g->shard[i].engine);
 	const struct conn_engine *e;
-	int k;
 
 	if (!le || g->shard[i].down)
 		return -1;
 	/* By id, not by slot: a map without a NEW engine that was removed
 	 * has its later engines in lower slots than when we connected. */
-	if ((k = conn_engine_index(c, le->id)) < 0)
+	if (!(e = conn_engine_of(c, le->id)))
 		return -1; /* an engine that joined after we connected, not named yet */
-	e = &c->eng[k];
 	if (!e->connected || e->lost || e->joining || g->shard[i].tgt >= e->ntgts)
 		return -1;
 	return (int)(e->first + g->shard[i].tgt);
@@ -493,8 +491,7 @@ void conn_engines_note(lode_conn_t *c, const Lode__Mgmt__V1__PoolMap *pm)
 	/* While lode_connect runs, its own thread names and connects engines. */
 	for (size_t i = 0; c->ready && !c->map_local && i < pm->n_engines; i++) {
 		const char *addr = pm->engines[i]->address ? pm->engines[i]->address : "";
-		int k = conn_engine_index(c, pm->engines[i]->id);
-		struct conn_engine *e = k < 0 ? NULL : &c->eng[k];
+		struct conn_engine *e = conn_engine_of(c, pm->engines[i]->id);
 
 		if (!e) {
 			if (c->nengines == CONN_ENGINES_MAX)
@@ -617,21 +614,21 @@ uint32_t conn_map_version(lode_conn_t *c)
 	return v;
 }
 
-int conn_engine_index(const lode_conn_t *c, uint32_t id)
+struct conn_engine *conn_engine_of(lode_conn_t *c, uint32_t id)
 {
 	for (unsigned k = 0; k < c->nengines; k++)
 		if (c->eng[k].id == id)
-			return (int)k;
-	return -1;
+			return &c->eng[k];
+	return NULL;
 }
 
 int conn_engine_targets(lode_conn_t *c, uint32_t id, unsigned *first, unsigned *n)
 {
 	const struct conn_engine *e;
-	int rc = -ENOENT, k;
+	int rc = -ENOENT;
 
 	pthread_mutex_lock(&c->lock);
-	e = (k = conn_engine_index(c, id)) < 0 ? NULL : &c->eng[k];
+	e = conn_engine_of(c, id);
 	if (e && e->connected && !e->lost && !e->joining) {
 		*first = e->first;
 		*n = e->ntgts;

@@ -453,11 +453,13 @@ static void ring_submit(struct eng_target *t)
 	t->sq_pending = io_uring_sq_ready(&t->ring);
 }
 
-/*
- * n entries of the submission ring into sqe[], all free at once: a full
- * ring is submitted first, never between taking them, so that no entry goes
- * to the kernel before the caller has filled it in. -EBUSY: no room for n.
- */
+/* Hand the ring to the kernel and wait for one completion. */
+static void ring_wait(struct eng_target *t)
+{
+	io_uring_submit_and_wait(&t->ring, 1);
+	t->sq_pending = io_uring_sq_ready(&t->ring);
+}
+
 /* Room for n entries in the submission ring, submitting it if need be. */
 static bool sq_room(struct eng_target *t, unsigned n)
 {
@@ -466,6 +468,11 @@ static bool sq_room(struct eng_target *t, unsigned n)
 	return io_uring_sq_space_left(&t->ring) >= n;
 }
 
+/*
+ * n entries of the submission ring into sqe[], all free at once: a full
+ * ring is submitted first, never between taking them, so that no entry goes
+ * to the kernel before the caller has filled it in. -EBUSY: no room for n.
+ */
 static int get_sqes(struct eng_target *t, unsigned n, struct io_uring_sqe **sqe)
 {
 	if (!sq_room(t, n))
@@ -900,10 +907,8 @@ static int wait_for(struct eng_target *t, int *slot)
 
 		if (rc < 0 && *slot == 1)
 			return rc;
-		if (*slot == 1 && rc == 0 && t->have_ring && t->io_inflight) {
-			io_uring_submit_and_wait(&t->ring, 1);
-			t->sq_pending = io_uring_sq_ready(&t->ring);
-		}
+		if (*slot == 1 && rc == 0 && t->have_ring && t->io_inflight)
+			ring_wait(t);
 	}
 	return *slot;
 }
@@ -1817,10 +1822,8 @@ static int drain(struct eng_target *t)
 
 		if (rc < 0)
 			return rc;
-		if (t->inflight && rc == 0 && t->have_ring && t->io_inflight) {
-			io_uring_submit_and_wait(&t->ring, 1);
-			t->sq_pending = io_uring_sq_ready(&t->ring);
-		}
+		if (t->inflight && rc == 0 && t->have_ring && t->io_inflight)
+			ring_wait(t);
 	}
 	return 0;
 }
@@ -2975,14 +2978,13 @@ static int recover_put(struct eng_target *t, struct rec *r)
 	int rc;
 
 	if ((r->type == REC_ARR || r->type == REC_ARR_PUNCH) && r->klen >= 8) {
-		uint64_t n = 0;
+		/* Stored inverted after the epoch, as the epoch is. */
+		uint64_t n = rec_epoch_at(r, r->klen - 8);
 
-		for (unsigned i = r->klen - 8u; i < r->klen; i++)
-			n = n << 8 | r->key[i];
 		/* A number near the top (only a forged record has one) is not
 		 * followed: the counter must not wrap. */
-		if (~n > t->key_seq && ~n < UINT64_MAX / 2)
-			t->key_seq = ~n;
+		if (n > t->key_seq && n < UINT64_MAX / 2)
+			t->key_seq = n;
 	}
 	rc = index_put_as(t, r, false);
 

@@ -155,60 +155,83 @@ static void print_group(struct ctx *x, struct lode_oid o)
 	pthread_mutex_unlock(&x->ct->c->lock);
 }
 
+/* Bytes of a member's cells covering the model's arrays. */
+static uint64_t member_span(const struct layout_class *lc)
+{
+	uint64_t sw = (uint64_t)lc->k * EC_IO_CELL;
+
+	return (ARR_MAX + sw - 1) / sw * EC_IO_CELL;
+}
+
+/* What every member of array a holds by the model, member_span bytes each
+ * into want[m]: a data member its cells, a parity member their code. */
+static void model_cells(const struct ctx *x, const struct layout_class *lc,
+			const struct ec_codec *codec, unsigned a, uint8_t **want)
+{
+	uint64_t cs = EC_IO_CELL, sw = lc->k * cs;
+
+	for (uint64_t y = 0; y < ARR_MAX; y++)
+		want[y / cs % lc->k][y / sw * cs + y % cs] =
+			x->m->written[a][y] ? x->m->data[a][y] : 0;
+	ec_encode(codec, want, want + lc->k, member_span(lc));
+}
+
+/* [off, off + len) of member m of array a, read from that member alone as
+ * of the epoch the command reads at. */
+static int member_read(struct ctx *x, unsigned a, unsigned m, uint64_t off, uint8_t *buf,
+		       uint64_t len)
+{
+	struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, arr_oid(x, a), &akey);
+
+	if (!r)
+		return -ENOMEM;
+	memset(buf, 0xee, len);
+	r->pinned = true;
+	r->member = (uint8_t)m;
+	r->a.off = off;
+	r->a.epoch = at == LODE_EPOCH_MAX ? 0 : at;
+	conn_value_in(r, buf, len);
+	return creq_submit(r, NULL, NULL);
+}
+
 /*
- * After a wrong byte at array offset x of array a of an EC class: where
- * the group's members are, and 16 bytes of each member at the cell x is
+ * After a wrong byte at array offset y of array a of an EC class: where
+ * the group's members are, and 16 bytes of each member at the cell y is
  * in, read from that member alone as of the same epoch, beside what the
- * model says the member holds there (a parity: the code of the model's
- * data cells), so that a failure says which member was wrong.
+ * model says the member holds there, so that a failure says which member
+ * was wrong.
  */
-static void explain(struct ctx *x, unsigned a, uint64_t at_x)
+static void explain(struct ctx *x, unsigned a, uint64_t y)
 {
 	enum { N = 16 };
 	struct layout_class lc;
-	struct lode_oid o = arr_oid(x, a);
-	uint64_t cs = EC_IO_CELL, sw, moff;
-	uint8_t want[EC_CELLS_MAX][N] = {{0}}, got[N], *cells[EC_CELLS_MAX];
+	uint64_t sw, moff;
+	uint8_t *want[EC_CELLS_MAX] = {0}, got[N];
 	struct ec_codec *codec;
 
-	if (layout_class_from_id(x->cls, &lc) < 0 || lc.redun != LAYOUT_R_EC)
+	if (layout_class_from_id(x->cls, &lc) < 0 || lc.redun != LAYOUT_R_EC ||
+	    ec_codec_create(lc.k, lc.p, &codec) < 0)
 		return;
-	sw = lc.k * cs;
-	moff = at_x / sw * cs + at_x % cs;
-	for (unsigned c = 0; c < lc.k; c++)
-		for (unsigned i = 0; i < N; i++) {
-			uint64_t y = at_x / sw * sw + c * cs + at_x % cs + i;
-
-			want[c][i] = y < ARR_MAX && x->m->written[a][y] ? x->m->data[a][y] : 0;
-		}
+	sw = lc.k * (uint64_t)EC_IO_CELL;
+	moff = y / sw * EC_IO_CELL + y % EC_IO_CELL;
 	for (unsigned m = 0; m < lc.k + lc.p; m++)
-		cells[m] = want[m];
-	if (ec_codec_create(lc.k, lc.p, &codec) == 0) {
-		ec_encode(codec, cells, cells + lc.k, N);
-		ec_codec_destroy(codec);
-	}
-	print_group(x, o);
-	for (unsigned m = 0; m < lc.k + lc.p; m++) {
-		struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, o, &akey);
-		int rc;
-
-		if (!r)
+		if (!(want[m] = calloc(1, member_span(&lc) + N)))
 			return;
-		memset(got, 0xee, N);
-		r->pinned = true;
-		r->member = (uint8_t)m;
-		r->a.off = moff;
-		r->a.epoch = at == LODE_EPOCH_MAX ? 0 : at;
-		conn_value_in(r, got, N);
-		rc = creq_submit(r, NULL, NULL);
+	model_cells(x, &lc, codec, a, want);
+	print_group(x, arr_oid(x, a));
+	for (unsigned m = 0; m < lc.k + lc.p; m++) {
+		int rc = member_read(x, a, m, moff, got, N);
+
 		printf("member %u at %llu: rc %d, got", m, (unsigned long long)moff, rc);
 		for (unsigned i = 0; i < N; i++)
 			printf(" %02x", got[i]);
 		printf(", model");
 		for (unsigned i = 0; i < N; i++)
-			printf(" %02x", want[m][i]);
+			printf(" %02x", want[m][moff + i]);
 		printf("\n");
+		free(want[m]);
 	}
+	ec_codec_destroy(codec);
 }
 
 static int check_read(struct ctx *x, unsigned a, uint64_t off, uint32_t len, const char *what)
@@ -682,10 +705,9 @@ static int cmd_parity(struct ctx *x, const struct layout_class *lc, unsigned n)
  */
 static int cmd_cells(struct ctx *x, const struct layout_class *lc, unsigned n)
 {
-	uint64_t cs = EC_IO_CELL, sw = lc->k * cs, ms = (ARR_MAX + sw - 1) / sw * cs;
+	uint64_t ms = member_span(lc), s = x->seed * 0x9e3779b97f4a7c15ull | 1;
 	unsigned nm = lc->k + lc->p;
 	uint8_t *want[EC_CELLS_MAX], *got = malloc(ms);
-	uint64_t s = x->seed * 0x9e3779b97f4a7c15ull | 1;
 	struct ec_codec *codec;
 	int bad = 0, lost = 0;
 
@@ -700,20 +722,10 @@ static int cmd_cells(struct ctx *x, const struct layout_class *lc, unsigned n)
 	for (unsigned m = 0; m < nm; m++)
 		want[m] = calloc(1, ms);
 	for (unsigned a = 0; a < NARR; a++) {
-		for (uint64_t y = 0; y < ARR_MAX; y++)
-			want[y / cs % lc->k][y / sw * cs + y % cs] =
-				x->m->written[a][y] ? x->m->data[a][y] : 0;
-		ec_encode(codec, want, want + lc->k, ms);
+		model_cells(x, lc, codec, a, want);
 		for (unsigned m = 0; m < nm; m++) {
-			struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, arr_oid(x, a), &akey);
-			int rc;
+			int rc = member_read(x, a, m, 0, got, ms);
 
-			memset(got, 0xee, ms);
-			r->pinned = true;
-			r->member = (uint8_t)m;
-			r->a.epoch = at == LODE_EPOCH_MAX ? 0 : at;
-			conn_value_in(r, got, ms);
-			rc = creq_submit(r, NULL, NULL);
 			if (rc == -ENOENT)
 				rc = 0, memset(got, 0, ms);
 			if (rc == -EHOSTDOWN || rc == -LODE_EFENCED) {
