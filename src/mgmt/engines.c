@@ -234,6 +234,24 @@ struct mgmt_engine_live *mgmt_live_get(struct mgmt *m, uint32_t id, int64_t now_
 	return l;
 }
 
+void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms)
+{
+	int64_t gap;
+
+	if (from_ms < m->deaf_until_ms)
+		from_ms = m->deaf_until_ms; /* counted already */
+	gap = to_ms - from_ms;
+	if (gap <= (int64_t)m->heartbeat_ms)
+		return;
+	m->deaf_until_ms = to_ms;
+	for (size_t i = 0; i < m->nlive; i++) {
+		struct mgmt_engine_live *l = &m->live[i];
+
+		l->silent_since_ms = l->silent_since_ms + gap < to_ms ? l->silent_since_ms + gap : to_ms;
+	}
+	m->started_ms = m->started_ms + gap < to_ms ? m->started_ms + gap : to_ms;
+}
+
 static void live_drop(struct mgmt *m, uint32_t id)
 {
 	for (size_t i = 0; i < m->nlive; i++)

@@ -2095,6 +2095,7 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 {
 	struct mgmt *m = arg;
 	struct caller who;
+	int64_t t0 = mgmt_now_ms(m);
 	int st = RPC_OK;
 
 	*reply = NULL;
@@ -2106,6 +2107,9 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 		st = caller_get(m, ci, auth == AUTH_ANY, &who, msg, msg_cap);
 	if (st == RPC_OK)
 		st = fn(m, auth != AUTH_NONE ? &who : NULL, req, reply, msg, msg_cap);
+	/* Calls are served one at a time: while this one waited for the
+	 * lock and ran, no heartbeat was heard. */
+	mgmt_live_deaf(m, t0, mgmt_now_ms(m));
 	pthread_mutex_unlock(&m->lock);
 	/* A change of the map is told to the host outside the lock. */
 	mgmt_map_publish(m);

@@ -521,6 +521,7 @@ static void *map_timer_main(void *arg)
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
 		struct timespec ts;
+		int64_t due = mgmt_now_ms(m) + period;
 		int rc;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -530,6 +531,9 @@ static void *map_timer_main(void *arg)
 		pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 		if (m->stopping)
 			break;
+		/* Woken late: the process was not run (stopped, starved), so
+		 * the handlers heard nothing either. */
+		mgmt_live_deaf(m, due, mgmt_now_ms(m));
 		if (!mgmt_replica_lead(m))
 			continue; /* a follower: the leader checks */
 		rc = mgmt_map_check(m, mgmt_now_ms(m));

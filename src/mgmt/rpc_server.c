@@ -7,7 +7,8 @@
  * before the call is handed over), and one more slot takes calls to methods
  * nobody registered, which get UNIMPLEMENTED. The thread waits on one
  * completion queue. When a slot's call arrives, the slot asks for the next
- * one at once, then the call is served: unpack, handler, pack, and one batch
+ * one at once, then the call is served (unless its deadline passed while it
+ * waited: DEADLINE_EXCEEDED): unpack, handler, pack, and one batch
  * that sends the reply and the status and waits for the client to close.
  * That batch completes later, on the same queue, and only then is the call
  * released. So a client that never closes its side holds only its own call,
@@ -164,6 +165,13 @@ static int call_handle(struct rpc_server *s, struct srv_call *c, char *msg, size
 			    (int)GRPC_SLICE_LENGTH(c->details.method),
 			    (const char *)GRPC_SLICE_START_PTR(c->details.method));
 		return RPC_UNIMPLEMENTED;
+	}
+	/* The caller gave up while the call waited behind others: serving it
+	 * would only lengthen the wait of those behind it. */
+	if (gpr_time_cmp(c->deadline, gpr_now(c->deadline.clock_type)) < 0) {
+		rpc_msg_set(msg, msg_cap, "%s: the caller's deadline passed before it was served",
+			    m->name);
+		return RPC_DEADLINE_EXCEEDED;
 	}
 	req = rpc_msg_unpack(m->in, c->payload);
 	if (!req) {

@@ -237,6 +237,7 @@ struct mgmt {
 	/* The pool map (engines.c). */
 	unsigned heartbeat_ms, grace_ms;
 	struct mgmt_engine_live *live; /* [nlive], by engine */
+	int64_t deaf_until_ms;         /* the end of the last deaf stretch counted */
 	size_t nlive;
 	uint32_t map_version;  /* the persisted one; atomic (mgmt_map_version) */
 	pthread_t map_timer;
@@ -302,6 +303,16 @@ int mgmt_host_register(struct mgmt *m, const uint8_t *uuid, char *msg, size_t ms
  * NULL: no memory. */
 struct mgmt_engine_live *mgmt_live_get(struct mgmt *m, uint32_t id, int64_t now_ms);
 void mgmt_live_free(struct mgmt *m);
+/*
+ * The service heard nothing from from_ms to to_ms: a handler or the map's
+ * check held m->lock that long, or the process was not run. That time is
+ * the service's silence, not the engines': each engine's silence, and the
+ * start's, moves on by it (never past to_ms), as a new leader counts from
+ * its election (mgmt_replica_lead). A gap of up to a heartbeat is left to
+ * the grace; a stretch already counted is not counted again. Caller holds
+ * m->lock.
+ */
+void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms);
 /* Reintegration of an OUT engine (docs/decisions/0014): its record keeps
  * its slot, OUT, under a uuid no engine has and no address, so that the
  * engine's next heartbeat is refused and it joins again as a new engine

@@ -8,7 +8,8 @@
 # stale are placed again with the new map); that an excluded engine refuses
 # data and serves again once reintegrated; that a restarted engine gets its
 # old id back and stays out of the layout (DOWN, or OUT once the others
-# rebuilt its replicas: rebuild_test.sh); that refused credentials stop a joining
+# rebuilt its replicas: rebuild_test.sh); that engines stay UP while the
+# service itself is stopped past the grace; that refused credentials stop a joining
 # engine with the service's words; and that an engine which loses the
 # service fences itself.
 #
@@ -44,6 +45,19 @@ check "system engines lists three" 0 A system engines
 grep -q "joined the system as engine 1" "$dir/b.log" || failed "b's log names its id"
 v1=$(map_version "$a_addr")
 [ -n "$v1" ] && [ "$v1" -ge 3 ] || failed "map version after two joins is '$v1', expected >= 3"
+
+# ---- the service stopped past the grace: its deafness is not the engines' silence ----
+# The service's host stops (SIGSTOP) for 4.5 s, past the 3 s grace; when it
+# runs again, its late timer counts the stop as its own silence, so no
+# engine goes DOWN and the map keeps its version.
+kill -STOP "$pid"
+sleep 4.5
+kill -CONT "$pid"
+sleep 1.5 # several checks of the map
+wait_state "engine 1 stays UP after the service was stopped" 1 UP 1
+wait_state "engine 2 stays UP after the service was stopped" 2 UP 1
+v=$(map_version "$a_addr")
+[ "$v" = "$v1" ] || failed "map version $v after the service was stopped, was $v1"
 
 # ---- kill -9 of an engine: DOWN within the grace period; clients go on ----
 A cont create data --class RP_2 >/dev/null || failed "cont create"

@@ -9,6 +9,7 @@
  * map across restarts, and the map_changed hook.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1521,6 +1522,75 @@ static void test_engine_detection(void **state)
 	world_end(&w);
 }
 
+/* Holds the service's lock for 1.2 s once the test waits on the barrier. */
+struct holder {
+	struct mgmt *m;
+	pthread_barrier_t held;
+};
+
+static void *hold_lock(void *arg)
+{
+	struct holder *h = arg;
+
+	pthread_mutex_lock(&h->m->lock);
+	pthread_barrier_wait(&h->held);
+	usleep(1200 * 1000);
+	pthread_mutex_unlock(&h->m->lock);
+	return NULL;
+}
+
+/*
+ * The service's own deafness is not the engines' silence: a call that
+ * waited 1.2 s for the lock (as behind a slow handler) moves every
+ * engine's silence on by that, so a check 3.1 s after the last heartbeat
+ * (grace 3 s) finds the engine UP; a gap of a heartbeat or less, or a
+ * stretch counted already, moves nothing; past the grace it goes DOWN.
+ */
+static void test_service_deaf(void **state)
+{
+	struct world w;
+	struct holder h;
+	pthread_t t;
+	struct mgmt_engine_live *l;
+	int64_t heard, moved;
+	uint32_t up;
+
+	world_make(&w, "deaf");
+	w.m->grace_ms = 3000;
+	w.m->heartbeat_ms = 200;
+	up = join_ok(w.m, &w.agent, 1, "h:1");
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, up, 1), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
+	l = mgmt_live_get(w.m, up, 0);
+	heard = l->silent_since_ms;
+
+	h.m = w.m;
+	assert_int_equal(pthread_barrier_init(&h.held, NULL, 2), 0);
+	assert_int_equal(pthread_create(&t, NULL, hold_lock, &h), 0);
+	pthread_barrier_wait(&h.held);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP); /* waits for the lock */
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&h.held);
+	l = mgmt_live_get(w.m, up, 0);
+	moved = l->silent_since_ms - heard;
+	if (moved < 1000)
+		fail_msg("the engine's silence moved %lld ms for a call that waited 1.2 s",
+			 (long long)moved);
+	assert_int_equal(mgmt_tick(w.m, heard + 3100), 0);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+
+	heard = l->silent_since_ms;
+	pthread_mutex_lock(&w.m->lock);
+	mgmt_live_deaf(w.m, heard + 10, heard + 10 + 200); /* a heartbeat's gap */
+	mgmt_live_deaf(w.m, w.m->deaf_until_ms - 1000, w.m->deaf_until_ms + 150); /* mostly counted */
+	pthread_mutex_unlock(&w.m->lock);
+	assert_int_equal(mgmt_live_get(w.m, up, 0)->silent_since_ms, heard);
+	assert_int_equal(mgmt_tick(w.m, heard + 3100), 1);
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_DOWN);
+	world_end(&w);
+}
+
 static void rebuild_report(Lode__Mgmt__V1__RebuildStatus *rb, uint32_t version, bool running,
 			   uint64_t objs, uint64_t bytes, int64_t started, int64_t finished)
 {
@@ -2075,6 +2145,7 @@ int main(void)
 		cmocka_unit_test(test_engine_join),
 		cmocka_unit_test(test_engine_heartbeat),
 		cmocka_unit_test(test_engine_detection),
+		cmocka_unit_test(test_service_deaf),
 		cmocka_unit_test(test_rebuild),
 		cmocka_unit_test(test_reclaim),
 		cmocka_unit_test(test_engine_set_state),

@@ -606,6 +606,56 @@ static void test_deadline(void **state)
 	assert_serving(f);
 }
 
+struct sleeper {
+	rpc_channel_t *ch;
+	int st;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *sl = arg;
+	char msg[256];
+
+	sl->st = name_call(sl->ch, M_TENANT_DESTROY, "sleep:1000", 5000, msg, sizeof(msg));
+	return NULL;
+}
+
+static unsigned seen_calls(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&g_seen.mu);
+	n = g_seen.calls;
+	pthread_mutex_unlock(&g_seen.mu);
+	return n;
+}
+
+/* A call whose caller gave up while it waited behind a slow one is
+ * answered DEADLINE_EXCEEDED without running its handler: under a backlog
+ * the thread spends nothing on answers nobody reads. */
+static void test_expired_skipped(void **state)
+{
+	struct fix *f = *state;
+	struct sleeper sl = {.ch = f->ch};
+	char msg[256];
+	unsigned before;
+	pthread_t t;
+
+	before = seen_calls();
+	assert_int_equal(pthread_create(&t, NULL, sleeper_main, &sl), 0);
+	for (int i = 0; i < 400 && seen_calls() == before; i++)
+		usleep(2000);
+	assert_int_equal(seen_calls(), before + 1); /* the slow call runs */
+	before++;
+	assert_int_equal(tenant_create(f->ch, "too-late", 300, msg, sizeof(msg)),
+			 RPC_DEADLINE_EXCEEDED);
+	pthread_join(t, NULL);
+	assert_int_equal(sl.st, RPC_OK);
+	assert_serving(f);
+	/* Only assert_serving's call ran. */
+	assert_int_equal(seen_calls() - before, 1);
+}
+
 static int free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -923,6 +973,7 @@ int main(void)
 		cmocka_unit_test(test_many_calls),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_expired_skipped),
 		cmocka_unit_test(test_unavailable),
 		cmocka_unit_test(test_stop_idle),
 		cmocka_unit_test(test_stop_connected),
