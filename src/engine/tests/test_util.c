@@ -1091,17 +1091,37 @@ void tu_check_sv(struct eng_target *tgt, const struct lode_uuid *cont, const str
 	free(buf);
 }
 
+/* The two buffers of tu_check_arr, kept per thread and grown as needed: a
+ * fresh large allocation each read (page faults, under ASan an mmap) was
+ * much of the model tests' time. */
+static void check_bufs(uint32_t len, uint8_t **exp, uint8_t **got)
+{
+	static __thread uint8_t *b[2];
+	static __thread uint32_t cap;
+
+	if (len > cap || !b[0]) {
+		free(b[0]);
+		free(b[1]);
+		cap = len > cap ? len : cap;
+		b[0] = malloc(cap ? cap : 1);
+		b[1] = malloc(cap ? cap : 1);
+		assert_true(b[0] && b[1]);
+	}
+	*exp = b[0];
+	*got = b[1];
+}
+
 void tu_check_arr(struct eng_target *tgt, const struct lode_uuid *cont, const struct tu_model *m,
 		  unsigned o, unsigned d, unsigned a, lode_epoch_t e, uint64_t off, uint32_t len,
 		  bool async, const char *ctx)
 {
 	struct eng_key k = tu_grid_key(cont, o, d, a);
-	uint8_t *exp = malloc(len), *got = malloc(len);
+	uint8_t *exp, *got;
 	bool enoent_ok;
 	char es[32];
 	int erc, rc;
 
-	assert_true(exp && got);
+	check_bufs(len, &exp, &got);
 	memset(got, 0xee, len);
 	erc = tu_model_arr_get(m, o, d, a, e, off, len, exp, &enoent_ok);
 	if (async)
@@ -1110,19 +1130,17 @@ void tu_check_arr(struct eng_target *tgt, const struct lode_uuid *cont, const st
 		rc = eng_arr_fetch(tgt, &k, e, off, got, len, NULL, NULL);
 	ep_str(e, es, sizeof(es));
 	if (rc == -ENOENT && (erc == -ENOENT || enoent_ok))
-		goto out;
+		return;
 	if (rc != 0 || erc != 0) {
 		long nz = rc == 0 ? tu_zero_check(got, len) : -1;
 
-		free(exp);
-		free(got);
 		model_dump(m, o, d, a);
 		fail_msg("%s: arr fetch o%u d%u a%u @%s [%llu, +%u): expected %d, got %d (%s)%s", ctx,
 			 o, d, a, es, (unsigned long long)off, len, erc, rc, lode_strerror(rc),
 			 rc == 0 && nz < 0 ? " and all zeros" : "");
 	}
 	if (memcmp(exp, got, len) == 0)
-		goto out;
+		return;
 	for (uint32_t i = 0; i < len; i++) {
 		if (exp[i] == got[i])
 			continue;
@@ -1131,8 +1149,6 @@ void tu_check_arr(struct eng_target *tgt, const struct lode_uuid *cont, const st
 		lode_epoch_t wg = which_arr(m, o, d, a, pos, got[i]);
 		uint8_t eb = exp[i], gb = got[i];
 
-		free(exp);
-		free(got);
 		model_dump(m, o, d, a);
 		fail_msg("%s: arr fetch o%u d%u a%u @%s [%llu, +%u): byte at %llu is 0x%02x, "
 			 "expected 0x%02x (expected from write @%llu, got matches write @%llu; "
@@ -1140,9 +1156,6 @@ void tu_check_arr(struct eng_target *tgt, const struct lode_uuid *cont, const st
 			 ctx, o, d, a, es, (unsigned long long)off, len, (unsigned long long)pos, gb,
 			 eb, (unsigned long long)we, (unsigned long long)wg);
 	}
-out:
-	free(exp);
-	free(got);
 }
 
 void tu_check_arr_size(struct eng_target *tgt, const struct lode_uuid *cont,
