@@ -1964,7 +1964,9 @@ static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const v
 			    lode_strerror(rc));
 	r = rb_msg(&b, &lode__mgmt__v1__heartbeat_reply__descriptor);
 	if (r) {
-		r->map = map_msg(&b, m, &capacity, &used);
+		/* Most heartbeats: the engine holds this version already. */
+		if (req->map_version != mgmt_map_version(m))
+			r->map = map_msg(&b, m, &capacity, &used);
 		keys_msg(&b, m->st.s, &r->keys, &r->n_keys, &r->revocations, &r->n_revocations);
 	}
 	return rb_done(&b, r, reply, msg, msg_cap);

@@ -60,6 +60,8 @@ struct member {
 	int64_t last_ok_ms;   /* the last reply the service gave (0: never) */
 	unsigned heartbeat_ms, grace_ms;
 	uint8_t state;        /* this engine's state in the last map (STATE_*) */
+	uint32_t taken_ver;   /* that map's version: heartbeats say it, and the
+			       * service leaves a map of that version out */
 	struct auth_keyring keys;
 	struct auth_revoked revoked;
 	pthread_t th;
@@ -237,6 +239,7 @@ static void map_take(struct member *m, const Lode__Mgmt__V1__PoolMap *map)
 				map->version);
 		m->state = (uint8_t)map->engines[i]->state;
 	}
+	m->taken_ver = map->version;
 	/* Never backwards: the service's hook on a hosting engine stores it
 	 * too, and an older version would let older maps' writes through
 	 * (op_map_check, op_reclaim_clear). */
@@ -407,7 +410,7 @@ static int heartbeat(struct member *m)
 	req.engine_id = m->engine_id;
 	req.uuid.data = m->uuid;
 	req.uuid.len = sizeof(m->uuid);
-	req.map_version = atomic_load(&s->map_ver);
+	req.map_version = m->taken_ver;
 	for (unsigned i = 0; i < s->ntargets; i++) {
 		struct srv_tgt_info ti;
 

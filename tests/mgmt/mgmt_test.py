@@ -571,7 +571,14 @@ def run_pool_map(args, pb, pbg, tmp):
                 pb.HeartbeatRequest(engine_id=1, uuid=uuid, map_version=j.map.version,
                                     targets=[pb.Target(id=0, capacity=GIB, used=4096)]),
                 metadata=md(node), timeout=T)
-    check(hb is not None and hb.map.engines[1].heartbeat_unix_ms > 0 and
+    check(hb is not None and not hb.HasField("map") and len(hb.keys) >= 1,
+          "an engine holding the current map gets the keys and no map")
+    hb = expect(grpc.StatusCode.OK, "EngineHeartbeat from a map behind", mg.EngineHeartbeat,
+                pb.HeartbeatRequest(engine_id=1, uuid=uuid, map_version=m0.version,
+                                    targets=[pb.Target(id=0, capacity=GIB, used=4096)]),
+                metadata=md(node), timeout=T)
+    check(hb is not None and hb.HasField("map") and hb.map.version == j.map.version and
+          hb.map.engines[1].heartbeat_unix_ms > 0 and
           hb.map.engines[1].targets[0].capacity == GIB,
           "the heartbeat is recorded with its targets' numbers")
     expect(grpc.StatusCode.NOT_FOUND, "EngineHeartbeat with another uuid", mg.EngineHeartbeat,

@@ -1413,7 +1413,22 @@ static void test_engine_heartbeat(void **state)
 	assert_true(r->map->engines[1]->heartbeat_unix_ms > 0);
 	assert_int_equal(r->map->engines[1]->targets[1]->capacity, 5000);
 	assert_int_equal(r->map->engines[1]->targets[0]->capacity, 0);
+	/* An engine that holds the current version is not sent it again; one
+	 * a version behind is. */
+	req.map_version = r->map->version;
 	protobuf_c_message_free_unpacked(&r->base, NULL);
+	assert_int_equal(call(w.m, "EngineHeartbeat", &req, &w.node, (ProtobufCMessage **)&r),
+			 RPC_OK);
+	assert_null(r->map);
+	assert_int_equal(r->n_keys, 1);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	req.map_version--;
+	assert_int_equal(call(w.m, "EngineHeartbeat", &req, &w.node, (ProtobufCMessage **)&r),
+			 RPC_OK);
+	assert_non_null(r->map);
+	assert_int_equal(r->map->version, req.map_version + 1);
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+	req.map_version = 0;
 	assert_int_equal(empty_call(w.m, "SystemQuery", &w.root, (ProtobufCMessage **)&ss), RPC_OK);
 	assert_int_equal(ss->capacity, NTARGETS * CAPACITY + 5000);
 	assert_int_equal(ss->used, NTARGETS * 100 + 70);
