@@ -68,7 +68,8 @@
 #include "server/srv.h"
 
 #define PIECE (1u << 20)      /* bytes of an array copied at once */
-#define RETRY_MS 2000         /* after a failed pass */
+#define RETRY_MS 2000         /* after a failed pass; doubled for each like one after it */
+#define RETRY_MAX_MS 10000    /* at most */
 #define EC_PIECE (256u << 10) /* bytes of each cell range rebuilt at once */
 #define EC_TRIES 4            /* reads of one range that a racing write changed */
 #define CONT_WAIT_TRIES 20    /* 100 ms each: a container on no target yet (scan_pool) */
@@ -148,6 +149,17 @@ static void nap(struct rebuild *rb, unsigned ms)
 	if (!rb->stop)
 		pthread_cond_timedwait(&rb->cv, &rb->mu, &until);
 	pthread_mutex_unlock(&rb->mu);
+}
+
+/* Nap ms, or less if the map moves on from v (a new map is new work). */
+static void nap_on(struct rebuild *rb, unsigned ms, uint32_t v)
+{
+	for (unsigned left = ms; left > 0 && !stopping(rb) && atomic_load(&rb->s->map_ver) == v;) {
+		unsigned step = left < 200 ? left : 200;
+
+		nap(rb, step);
+		left -= step;
+	}
 }
 
 static void count(struct rebuild *rb, uint64_t objects, uint64_t bytes)
@@ -1492,6 +1504,7 @@ static void *rb_main(void *arg)
 {
 	struct rebuild *rb = arg;
 	uint32_t done = 0, failed = 0;
+	unsigned again = 0; /* passes failed in a row as the last one did */
 	int failed_rc = 0;
 
 	pthread_setname_np(pthread_self(), "loded-rebuild");
@@ -1526,8 +1539,9 @@ static void *rb_main(void *arg)
 			srv_log("rebuild for pool map version %u: done, %llu objects, %llu bytes", v,
 				(unsigned long long)rb->info.objects_done,
 				(unsigned long long)rb->info.bytes_done);
-		else if (rc < 0 && rc != -EAGAIN && rc != -ECANCELED &&
-			 (v != failed || rc != failed_rc)) {
+		else if (rc < 0 && rc != -EAGAIN && rc != -ECANCELED && v == failed && rc == failed_rc)
+			again++;
+		else if (rc < 0 && rc != -EAGAIN && rc != -ECANCELED) {
 			/* Once per version and error: it is retried every few seconds. */
 			srv_log("rebuild for pool map version %u: %s; trying again", v,
 				rc == -ENOSPC ? "too few engines left to place every replica"
@@ -1537,9 +1551,20 @@ static void *rb_main(void *arg)
 					: lode_strerror(rc));
 			failed = v;
 			failed_rc = rc;
+			again = 0;
 		}
+		/*
+		 * The same failure again (too few engines left, a torn array)
+		 * waits longer each time, up to 10 s: every pass connects to
+		 * every engine and the service, and on a pool that cannot be
+		 * rebuilt until an engine comes back that load never ends. A
+		 * new map ends the wait.
+		 */
 		if (rc < 0)
-			nap(rb, rc == -EAGAIN ? 200 : RETRY_MS);
+			nap_on(rb, rc == -EAGAIN ? 200
+				   : again >= 3 ? RETRY_MAX_MS
+						: RETRY_MS << again,
+			       v);
 	}
 	return NULL;
 }

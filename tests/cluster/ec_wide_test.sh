@@ -6,7 +6,8 @@
 # everything reads back degraded, and writes, partial ones included, go
 # on and read back. With eight engines left no group has a replacement:
 # nothing is rebuilt meanwhile, every read of a lost cell is a
-# reconstruction.
+# reconstruction, and the engines' rebuild passes, which fail the same way
+# each time, are retried ever less often.
 #
 # usage: ec_wide_test.sh LODED LODE EC_CLIENT
 set -u
@@ -39,7 +40,28 @@ kill -9 "${epid[4]}" "${epid[8]}"
 wait "${epid[4]}" "${epid[8]}" 2>/dev/null
 wait_state "killed engine 4 is DOWN" 4 DOWN 10
 wait_state "killed engine 8 is DOWN" 8 DOWN 10
+t_down=$(date +%s)
 C "EC_8P2 reads back with two engines dead" verify "$a_addr" c82 EC_8P2 20 300
 C "EC_8P2 writes and punches go on with two dead" dops "$a_addr" c82 EC_8P2 21 300
 C "and read back" verify "$a_addr" c82 EC_8P2 21 300
+
+# Nothing can be rebuilt with eight engines left: each engine's passes fail
+# the same way, and each waits longer than the last (2, 4, 8, then 10 s),
+# so that they do not connect to every engine every 2 s while it lasts.
+# The fifth pass of engine 1 comes at least 10 s after the fourth.
+v=$("$lode" --addr "$a_addr" status --json | sed -n 's/.*"map_version":\([0-9]*\).*/\1/p')
+passes() { grep "rebuild for pool map version $v: started" "$dir/e1.log"; }
+for _ in $(seq 90); do [ "$(passes | wc -l)" -ge 5 ] && break; sleep 1; done
+if [ "$(passes | wc -l)" -ge 5 ]; then
+	t4=$(date -d "$(passes | sed -n 4p | cut -c1-19)" +%s)
+	t5=$(date -d "$(passes | sed -n 5p | cut -c1-19)" +%s)
+	if [ $((t5 - t4)) -ge 9 ]; then
+		echo "ok   engine 1's fifth rebuild pass of version $v came $((t5 - t4)) s after its fourth"
+		pass=$((pass + 1))
+	else
+		failed "engine 1's fifth rebuild pass of version $v came $((t5 - t4)) s after its fourth"
+	fi
+else
+	failed "engine 1 tried the rebuild of version $v $(passes | wc -l) times in 90 s"
+fi
 checks_done
