@@ -246,10 +246,14 @@ void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms)
 	m->deaf_until_ms = to_ms;
 	for (size_t i = 0; i < m->nlive; i++) {
 		struct mgmt_engine_live *l = &m->live[i];
+		int64_t d = gap < (int64_t)m->grace_ms - l->deaf_ms ? gap
+								  : (int64_t)m->grace_ms - l->deaf_ms;
 
-		l->silent_since_ms = l->silent_since_ms + gap < to_ms ? l->silent_since_ms + gap : to_ms;
+		if (d <= 0)
+			continue;
+		l->deaf_ms += d;
+		l->silent_since_ms = l->silent_since_ms + d < to_ms ? l->silent_since_ms + d : to_ms;
 	}
-	m->started_ms = m->started_ms + gap < to_ms ? m->started_ms + gap : to_ms;
 }
 
 static void live_drop(struct mgmt *m, uint32_t id)

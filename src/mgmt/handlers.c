@@ -1863,7 +1863,10 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 		}
 	}
 	/* Joining is a sign of life. */
-	mgmt_live_get(m, id, now)->silent_since_ms = now;
+	if ((l = mgmt_live_get(m, id, now)) != NULL) {
+		l->silent_since_ms = now;
+		l->deaf_ms = 0;
+	}
 	r = rb_msg(&b, &lode__mgmt__v1__engine_join_reply__descriptor);
 	if (r) {
 		r->engine_id = id;
@@ -1927,6 +1930,8 @@ static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const v
 	l->ntargets = e->ntargets;
 	l->silent_since_ms = now;
 	l->heartbeat_ms = now;
+	l->deaf_ms = 0;
+	m->heard_ms = now;
 	for (size_t i = 0; i < req->n_targets; i++) {
 		const Lode__Mgmt__V1__Target *t = req->targets[i];
 
@@ -1967,6 +1972,8 @@ static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const v
 		/* Most heartbeats: the engine holds this version already. */
 		if (req->map_version != mgmt_map_version(m))
 			r->map = map_msg(&b, m, &capacity, &used);
+		r->heartbeat_ms = m->heartbeat_ms;
+		r->grace_ms = m->grace_ms;
 		keys_msg(&b, m->st.s, &r->keys, &r->n_keys, &r->revocations, &r->n_revocations);
 	}
 	return rb_done(&b, r, reply, msg, msg_cap);

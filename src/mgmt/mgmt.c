@@ -532,8 +532,10 @@ static void *map_timer_main(void *arg)
 		if (m->stopping)
 			break;
 		/* Woken late: the process was not run (stopped, starved), so
-		 * the handlers heard nothing either. */
-		mgmt_live_deaf(m, due, mgmt_now_ms(m));
+		 * the handlers heard nothing either; unless they did, since
+		 * (this wait ends only once it has the lock again, which
+		 * short calls may have held in turn). */
+		mgmt_live_deaf(m, due > m->heard_ms ? due : m->heard_ms, mgmt_now_ms(m));
 		if (!mgmt_replica_lead(m))
 			continue; /* a follower: the leader checks */
 		rc = mgmt_map_check(m, mgmt_now_ms(m));

@@ -206,6 +206,7 @@ struct mgmt_engine_live {
 	unsigned ntargets;
 	struct mgmt_target_info *targets; /* [ntargets]: as its last heartbeat said */
 	bool reported;                    /* rebuild holds a report */
+	int64_t deaf_ms;                  /* moved by mgmt_live_deaf since its last heartbeat */
 	struct mgmt_rebuild_info rebuild;
 };
 
@@ -238,6 +239,7 @@ struct mgmt {
 	unsigned heartbeat_ms, grace_ms;
 	struct mgmt_engine_live *live; /* [nlive], by engine */
 	int64_t deaf_until_ms;         /* the end of the last deaf stretch counted */
+	int64_t heard_ms;              /* the last heartbeat handled, from any engine */
 	size_t nlive;
 	uint32_t map_version;  /* the persisted one; atomic (mgmt_map_version) */
 	pthread_t map_timer;
@@ -306,10 +308,12 @@ void mgmt_live_free(struct mgmt *m);
 /*
  * The service heard nothing from from_ms to to_ms: a handler or the map's
  * check held m->lock that long, or the process was not run. That time is
- * the service's silence, not the engines': each engine's silence, and the
- * start's, moves on by it (never past to_ms), as a new leader counts from
- * its election (mgmt_replica_lead). A gap of up to a heartbeat is left to
- * the grace; a stretch already counted is not counted again. Caller holds
+ * the service's silence, not the engines': each engine's silence moves on
+ * by it (never past to_ms), as a new leader counts from its election
+ * (mgmt_replica_lead). A gap of up to a heartbeat is left to the grace; a
+ * stretch already counted is not counted again; and an engine's silence
+ * moves by at most one grace between its heartbeats, so that a service
+ * busy with slow calls still finds a dead engine within two. Caller holds
  * m->lock.
  */
 void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms);

@@ -3,9 +3,10 @@
  * (--join HOST:PORT). It logs in with the credentials file --join-cred names
  * (a system administrator, or a node user of tenant "system"), joins as an
  * engine (EngineJoin) and then sends EngineHeartbeat every heartbeat_ms.
- * Every reply carries the service's signing keys, its revocations and the
- * pool map: the targets check capabilities with those keys and refuse
- * requests placed with an older map.
+ * Every reply carries the service's signing keys, its revocations, its
+ * heartbeat and grace, and the pool map when the engine lacks its version:
+ * the targets check capabilities with those keys and refuse requests
+ * placed with an older map.
  *
  * A loded that hosts a replica of a replicated service (mgmt_replicas) is
  * a member too, of its own service: it calls its local replica, which
@@ -449,6 +450,10 @@ static int heartbeat(struct member *m)
 	if (st != RPC_OK)
 		return st;
 	reply_take(m, rep->keys, rep->n_keys, rep->revocations, rep->n_revocations, rep->map);
+	if (rep->heartbeat_ms)
+		m->heartbeat_ms = rep->heartbeat_ms;
+	if (rep->grace_ms)
+		m->grace_ms = rep->grace_ms;
 	protobuf_c_message_free_unpacked(&rep->base, NULL);
 	return RPC_OK;
 }

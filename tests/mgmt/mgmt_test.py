@@ -571,8 +571,9 @@ def run_pool_map(args, pb, pbg, tmp):
                 pb.HeartbeatRequest(engine_id=1, uuid=uuid, map_version=j.map.version,
                                     targets=[pb.Target(id=0, capacity=GIB, used=4096)]),
                 metadata=md(node), timeout=T)
-    check(hb is not None and not hb.HasField("map") and len(hb.keys) >= 1,
-          "an engine holding the current map gets the keys and no map")
+    check(hb is not None and not hb.HasField("map") and len(hb.keys) >= 1 and
+          hb.heartbeat_ms == 200 and hb.grace_ms == 600,
+          "an engine holding the current map gets the keys, heartbeat and grace, and no map")
     hb = expect(grpc.StatusCode.OK, "EngineHeartbeat from a map behind", mg.EngineHeartbeat,
                 pb.HeartbeatRequest(engine_id=1, uuid=uuid, map_version=m0.version,
                                     targets=[pb.Target(id=0, capacity=GIB, used=4096)]),

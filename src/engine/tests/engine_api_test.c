@@ -1798,9 +1798,9 @@ static void aop_cb(void *arg, int rc)
 	++*a->done;
 }
 
-/* Progress until at most max of issued are outstanding; returns callbacks run. */
-/* eng_progress until at most max of issued are still out; fails once 10 s
- * pass without a completion (a hang costs 10 s, not the test's timeout). */
+/* eng_progress until at most max of issued are still out; returns callbacks
+ * run. Fails once 10 s pass without a completion (a hang costs 10 s, not
+ * the test's timeout). */
 static long aop_drain(struct eng_target *t, const unsigned *done, unsigned issued, unsigned max)
 {
 	struct timespec t0, t1;

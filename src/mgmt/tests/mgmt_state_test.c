@@ -1421,6 +1421,9 @@ static void test_engine_heartbeat(void **state)
 			 RPC_OK);
 	assert_null(r->map);
 	assert_int_equal(r->n_keys, 1);
+	/* The settings come without the map: a restart may change them. */
+	assert_int_equal(r->heartbeat_ms, w.m->heartbeat_ms);
+	assert_int_equal(r->grace_ms, w.m->grace_ms);
 	protobuf_c_message_free_unpacked(&r->base, NULL);
 	req.map_version--;
 	assert_int_equal(call(w.m, "EngineHeartbeat", &req, &w.node, (ProtobufCMessage **)&r),
@@ -1559,7 +1562,8 @@ static void *hold_lock(void *arg)
  * waited 1.2 s for the lock (as behind a slow handler) moves every
  * engine's silence on by that, so a check 3.1 s after the last heartbeat
  * (grace 3 s) finds the engine UP; a gap of a heartbeat or less, or a
- * stretch counted already, moves nothing; past the grace it goes DOWN.
+ * stretch counted already, moves nothing; nor more than a grace between
+ * two heartbeats; past the grace it goes DOWN.
  */
 static void test_service_deaf(void **state)
 {
@@ -1601,6 +1605,20 @@ static void test_service_deaf(void **state)
 	mgmt_live_deaf(w.m, w.m->deaf_until_ms - 1000, w.m->deaf_until_ms + 150); /* mostly counted */
 	pthread_mutex_unlock(&w.m->lock);
 	assert_int_equal(mgmt_live_get(w.m, up, 0)->silent_since_ms, heard);
+	/* At most a grace between heartbeats: a 5 s stretch moves it by what
+	 * the first left of 3 s; a heartbeat starts the count again. */
+	l = mgmt_live_get(w.m, up, 0);
+	moved = l->deaf_ms;
+	assert_true(moved >= 1000 && moved < 3000);
+	pthread_mutex_lock(&w.m->lock);
+	mgmt_live_deaf(w.m, w.m->deaf_until_ms + 1, w.m->deaf_until_ms + 5001);
+	pthread_mutex_unlock(&w.m->lock);
+	assert_int_equal(l->deaf_ms, 3000);
+	assert_int_equal(l->silent_since_ms, heard + 3000 - moved);
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
+	l = mgmt_live_get(w.m, up, 0);
+	assert_int_equal(l->deaf_ms, 0);
+	heard = l->silent_since_ms;
 	assert_int_equal(mgmt_tick(w.m, heard + 3100), 1);
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_DOWN);
 	world_end(&w);
