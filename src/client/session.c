@@ -201,6 +201,27 @@ static bool mgmt_gone(int st, const char *msg)
 	       (st == RPC_UNAVAILABLE && rpc_redirect_parse(msg, addr, sizeof(addr)) < 0);
 }
 
+/* Whether a call may go to another replica after this one failed to answer
+ * it: it reads, or what it changes is harmless to do twice (a login, a
+ * renewal, a container's capability). */
+static bool mgmt_repeatable(const char *method)
+{
+	static const char *const tails[] = {"ListAll", "Query", "Get"};
+	size_t n;
+
+	if (strncmp(method, M(""), strlen(M(""))) != 0)
+		return false;
+	method += strlen(M(""));
+	if (strcmp(method, "RenewCapability") == 0 || strcmp(method, "OpenContainer") == 0 ||
+	    strcmp(method, "Connect") == 0)
+		return true;
+	n = strlen(method);
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++)
+		if (n > strlen(tails[i]) && strcmp(method + n - strlen(tails[i]), tails[i]) == 0)
+			return true;
+	return false;
+}
+
 /*
  * A replicated service's follower answers a call it must not serve with
  * UNAVAILABLE naming the leader, or saying there is none yet (src/mgmt
@@ -213,8 +234,6 @@ static bool mgmt_gone(int st, const char *msg)
  * the replica behind ch did not answer (mgmt_gone); not set when it did
  * and the leader it named is what failed.
  */
-static bool mgmt_repeatable(const char *method);
-
 static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		    const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rd,
 		    const uint8_t *cap, ProtobufCMessage **rep, char *msg, size_t msg_cap,
@@ -263,27 +282,6 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 		rpc_channel_close(led);
 	*gone = !via_led && mgmt_gone(st, msg);
 	return st;
-}
-
-/* Whether a call may go to another replica after this one failed to answer
- * it: it reads, or what it changes is harmless to do twice (a login, a
- * renewal, a container's capability). */
-static bool mgmt_repeatable(const char *method)
-{
-	static const char *const tails[] = {"ListAll", "Query", "Get"};
-	size_t n;
-
-	if (strncmp(method, M(""), strlen(M(""))) != 0)
-		return false;
-	method += strlen(M(""));
-	if (strcmp(method, "RenewCapability") == 0 || strcmp(method, "OpenContainer") == 0 ||
-	    strcmp(method, "Connect") == 0)
-		return true;
-	n = strlen(method);
-	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++)
-		if (n > strlen(tails[i]) && strcmp(method + n - strlen(tails[i]), tails[i]) == 0)
-			return true;
-	return false;
 }
 
 static int mgmt_addr(const struct sockaddr_storage *ss, unsigned port, const struct conn_cred *cr,

@@ -246,8 +246,7 @@ void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms)
 	m->deaf_until_ms = to_ms;
 	for (size_t i = 0; i < m->nlive; i++) {
 		struct mgmt_engine_live *l = &m->live[i];
-		int64_t d = gap < (int64_t)m->grace_ms - l->deaf_ms ? gap
-								  : (int64_t)m->grace_ms - l->deaf_ms;
+		int64_t room = (int64_t)m->grace_ms - l->deaf_ms, d = gap < room ? gap : room;
 
 		if (d <= 0)
 			continue;

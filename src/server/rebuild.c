@@ -151,6 +151,15 @@ static void nap(struct rebuild *rb, unsigned ms)
 	pthread_mutex_unlock(&rb->mu);
 }
 
+/* The wait after a failed pass that again failed as the one before it:
+ * RETRY_MS doubled that many times, at most RETRY_MAX_MS. */
+static unsigned retry_ms(unsigned again)
+{
+	unsigned ms = RETRY_MS << (again < 8 ? again : 8);
+
+	return ms < RETRY_MAX_MS ? ms : RETRY_MAX_MS;
+}
+
 /* Nap ms, or less if the map moves on from v (a new map is new work). */
 static void nap_on(struct rebuild *rb, unsigned ms, uint32_t v)
 {
@@ -1539,19 +1548,22 @@ static void *rb_main(void *arg)
 			srv_log("rebuild for pool map version %u: done, %llu objects, %llu bytes", v,
 				(unsigned long long)rb->info.objects_done,
 				(unsigned long long)rb->info.bytes_done);
-		else if (rc < 0 && rc != -EAGAIN && rc != -ECANCELED && v == failed && rc == failed_rc)
-			again++;
 		else if (rc < 0 && rc != -EAGAIN && rc != -ECANCELED) {
-			/* Once per version and error: it is retried every few seconds. */
-			srv_log("rebuild for pool map version %u: %s; trying again", v,
-				rc == -ENOSPC ? "too few engines left to place every replica"
-				: rc == -ENOTRECOVERABLE
-					? "an erasure-coded array is torn and lost a data member "
-					  "(see above; it stays degraded until it is punched)"
-					: lode_strerror(rc));
-			failed = v;
-			failed_rc = rc;
-			again = 0;
+			if (v == failed && rc == failed_rc) {
+				again++;
+			} else {
+				/* Once per version and error: it is retried. */
+				srv_log("rebuild for pool map version %u: %s; trying again", v,
+					rc == -ENOSPC ? "too few engines left to place every replica"
+					: rc == -ENOTRECOVERABLE
+						? "an erasure-coded array is torn and lost a data "
+						  "member (see above; it stays degraded until it is "
+						  "punched)"
+						: lode_strerror(rc));
+				failed = v;
+				failed_rc = rc;
+				again = 0;
+			}
 		}
 		/*
 		 * The same failure again (too few engines left, a torn array)
@@ -1561,10 +1573,7 @@ static void *rb_main(void *arg)
 		 * new map ends the wait.
 		 */
 		if (rc < 0)
-			nap_on(rb, rc == -EAGAIN ? 200
-				   : again >= 3 ? RETRY_MAX_MS
-						: RETRY_MS << again,
-			       v);
+			nap_on(rb, rc == -EAGAIN ? 200 : retry_ms(again), v);
 	}
 	return NULL;
 }
