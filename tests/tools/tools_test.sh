@@ -49,6 +49,13 @@ pid=
 mounted=
 
 cleanup() {
+	# An exit before the summary (a signal, or the shell itself failing
+	# inside a step) says so, with the end of the step's output, before
+	# the directory holding it goes.
+	if [ -z "${summed:-}" ]; then
+		echo "FAIL the script ended before its summary; the end of the step in progress:"
+		[ -s "${log:-}" ] && tail -25 "$log" | sed 's/^/    /'
+	fi >&3
 	if [ -n "$mounted" ]; then
 		local i
 		for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -70,7 +77,12 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+# A trap runs with the redirections of the step it interrupts (into
+# $log): what it says goes to the script's own output, kept on fd 3.
+exec 3>&1
+for sig in INT TERM HUP; do
+	trap "echo 'FAIL tools_test got SIG$sig' >&3; exit 1" "$sig"
+done
 
 fails=0
 passes=0
@@ -351,5 +363,6 @@ else
 	tail -25 "$log" "$dir/loded.log" | sed 's/^/    /'
 fi
 
+summed=1
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
