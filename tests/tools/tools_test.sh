@@ -295,7 +295,7 @@ fio_run() {
 	shift
 	mkdir -p "$mnt/fio"
 	out=$(fio --name="$name" --directory="$mnt/fio" --verify=crc32c --do_verify=1 \
-		--verify_fatal=1 "$@" 2>&1)
+		--verify_fatal=1 --verify_state_save=0 "$@" 2>&1)
 	local rc=$?
 	echo "$out"
 	[ $rc -eq 0 ] || { echo "fio exited $rc"; return 1; }
