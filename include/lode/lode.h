@@ -411,7 +411,12 @@ int lode_obj_list(lode_cont_t *cont, lode_epoch_t epoch, struct lode_anchor *anc
  * The dkeys of oid (lode_dkey_list) or the akeys under key->dkey
  * (lode_akey_list) visible at epoch, packed into buf as [u16 little-endian
  * length][bytes] one after another; returns the number packed. Errors:
- * -EOVERFLOW (buf cannot hold even one key).
+ * -EOVERFLOW (buf cannot hold even one key). In an erasure-coded object,
+ * akeys of more than four bytes that begin with "\0end" are the library's
+ * (each byte array's end mark, whose akey is that prefix + the array's):
+ * they are not listed, and writes to them are refused (-EINVAL). An array
+ * whose akey is longer than LODE_KEY_MAX - 4 has no mark, and its size
+ * read while a data member is lost is an upper bound.
  */
 int lode_dkey_list(lode_cont_t *cont, struct lode_oid oid, lode_epoch_t epoch,
 		   struct lode_anchor *anchor, void *buf, size_t buf_len);

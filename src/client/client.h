@@ -597,6 +597,23 @@ int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
 		 lode_epoch_t epoch, const struct lode_key *k, uint64_t *size_out);
 
 /*
+ * An EC array's end mark (ec_io.c, docs/decisions/0018): a byte array on
+ * every parity member, under the same dkey and the akey CONN_EC_MARK + the
+ * array's akey, with one byte at the last array byte of each write, so
+ * that the mark's size is the array's size, which the data members cannot
+ * say once one of them is lost. conn_ec_mark_key: k's mark key into buf (LODE_KEY_MAX bytes);
+ * false for an akey too long to have one (such an array has no mark).
+ * conn_ec_is_mark: whether an akey is a mark's (lode_akey_list hides them).
+ */
+#define CONN_EC_MARK "\0end"
+#define CONN_EC_MARK_LEN 4u
+bool conn_ec_mark_key(const struct lode_key *k, uint8_t *buf, struct lode_key *out);
+bool conn_ec_is_mark(const void *akey, size_t len);
+
+/* Array byte + 1 of the end of data member c's local size n (n > 0; k = nk). */
+uint64_t conn_ec_end(unsigned nk, unsigned c, uint64_t n);
+
+/*
  * lode_akey_punch of an EC object: the akey punched on every member under
  * the array's write lease, so that no partial write in another process
  * writes parity of the cells it removes. A torn array is not mended first:

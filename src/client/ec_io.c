@@ -27,7 +27,8 @@
  *   punch   whole stripes are punched on every member; a partial stripe
  *           has its data ranges punched and its parity range encoded
  *           again (punched too when that comes out all zero).
- *   size    the highest byte of any data member, mapped back.
+ *   size    the highest byte of any data member, mapped back; with a data
+ *           member lost, the array's end mark (below) says it.
  *
  * Single values of an EC object are not coded: they live whole on every
  * member, as a replica class's do (objects.c's path; they are small:
@@ -101,6 +102,7 @@ struct piece {
 	const void *out;  /* an update's bytes */
 	int rc;
 	uint64_t val;     /* a size's answer */
+	const struct lode_key *key; /* NULL: the call's; else another (an end mark's) */
 };
 
 /* The member cannot be reached: read around it, write without it. */
@@ -122,7 +124,7 @@ static void piece_done(struct creq *r)
 static void piece_submit(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 			 lode_epoch_t epoch, struct piece *pc, struct creq *p)
 {
-	struct creq *r = conn_key_req(ct, pc->op, oid, k);
+	struct creq *r = conn_key_req(ct, pc->op, oid, pc->key ? pc->key : k);
 	int rc = 0;
 
 	pc->rc = 0;
@@ -206,11 +208,18 @@ struct ec_ctx {
 	int64_t lease_at;  /* taken or renewed then (monotonic ms) */
 	bool torn;        /* ... and the array may be torn: given back so */
 	uint64_t torn_off, torn_end; /* where (the members' range) */
+	bool marked;      /* the array has an end mark (conn_ec_mark_key) ... */
+	struct lode_key mk; /* ... under this key, in mkbuf */
+	uint8_t mkbuf[LODE_KEY_MAX];
 };
 
 static int lease_take_whole(struct ec_ctx *x);
 static int lease_take_read(struct ec_ctx *x);
 static void lease_give(struct ec_ctx *x);
+static int mark_pieces(struct ec_ctx *x, struct pieces *ps, uint16_t op, uint64_t off,
+		       uint64_t len);
+static int data_end(const struct ec_ctx *x, const struct piece *pc, uint64_t *end,
+		    unsigned *dlost);
 
 /* The lease's range for rebuilding pieces want[0, nw): where they lie on the members. */
 static void lease_range_of(struct ec_ctx *x, struct piece *const *want, size_t nw)
@@ -356,6 +365,7 @@ static int ctx_init(struct ec_ctx *x, lode_cont_t *ct, const struct layout_class
 {
 	*x = (struct ec_ctx){.ct = ct, .cls = cls, .oid = oid, .k = k, .epoch = epoch,
 			     .nk = cls->k, .nm = cls->k + cls->p};
+	x->marked = conn_ec_mark_key(k, x->mkbuf, &x->mk);
 	return (x->codec = codec_of(cls)) ? 0 : -ENOMEM;
 }
 
@@ -809,6 +819,17 @@ static int mend_array(struct ec_ctx *x)
 		free(ws.v);
 	}
 	free(buf);
+	/* The torn write's mark may not have landed where its data did: the
+	 * data members' end marked (a mark only grows by it). */
+	if (rc == 0 && x->marked) {
+		struct pieces ws = {0};
+		unsigned dlost;
+
+		if ((rc = data_end(x, sz, &end, &dlost)) == 0 && end &&
+		    (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
+			rc = write_run(x, &ws);
+		free(ws.v);
+	}
 	if (rc == 0)
 		x->torn = false;
 	return rc;
@@ -979,6 +1000,143 @@ static int writes_finish(struct ec_ctx *x, int rc, struct partial *pa, unsigned 
 	return rc;
 }
 
+/* ---- end marks --------------------------------------------------------------------- */
+
+/*
+ * The array's end mark (client.h, docs/decisions/0018): each write also
+ * writes one byte at its last array byte into the mark on every parity
+ * member, and a punch punches the same range of it, so the mark's size is
+ * the array's: the furthest end that a write reached and no punch took
+ * back. A punch that reaches the mark's end sets it again at the end the
+ * data members' sizes give after it; with one of them lost, that member's
+ * end is taken as the punch's start (everything from there on went), which
+ * is then an upper bound. The mark is what a size and a rebuild go by when
+ * a data member is lost; with every data member live their sizes say.
+ */
+static const uint8_t mark_byte; /* what a mark holds: its size is all that counts */
+
+bool conn_ec_mark_key(const struct lode_key *k, uint8_t *buf, struct lode_key *out)
+{
+	if (!k->akey || k->akey_len > LODE_KEY_MAX - CONN_EC_MARK_LEN)
+		return false;
+	memcpy(buf, CONN_EC_MARK, CONN_EC_MARK_LEN);
+	memcpy(buf + CONN_EC_MARK_LEN, k->akey, k->akey_len);
+	*out = (struct lode_key){k->dkey, k->dkey_len, buf, k->akey_len + CONN_EC_MARK_LEN};
+	return true;
+}
+
+bool conn_ec_is_mark(const void *akey, size_t len)
+{
+	return len > CONN_EC_MARK_LEN && !memcmp(akey, CONN_EC_MARK, CONN_EC_MARK_LEN);
+}
+
+uint64_t conn_ec_end(unsigned nk, unsigned c, uint64_t n)
+{
+	uint64_t s = (n - 1) / EC_IO_CELL, o = (n - 1) % EC_IO_CELL;
+
+	return s * nk * EC_IO_CELL + (uint64_t)c * EC_IO_CELL + o + 1;
+}
+
+/* A piece of op on the mark of every parity member: [off, off + len). */
+static int mark_pieces(struct ec_ctx *x, struct pieces *ps, uint16_t op, uint64_t off, uint64_t len)
+{
+	for (unsigned j = 0; j < x->cls->p; j++) {
+		struct piece *pc = piece_add(ps, op, x->nk + j, off, len);
+
+		if (!pc)
+			return -ENOMEM;
+		pc->key = &x->mk;
+		pc->out = &mark_byte;
+	}
+	return 0;
+}
+
+/* The mark's size (the most a live parity member holds; 0: none), or
+ * -ENOENT when no parity member answered. */
+static int mark_read(struct ec_ctx *x, uint64_t *end)
+{
+	struct pieces ps = {0};
+	bool any = false;
+	int rc = mark_pieces(x, &ps, NET_OP_ARR_SIZE, 0, 0);
+
+	*end = 0;
+	if (rc == 0)
+		rc = batch_run(x->ct, x->oid, x->k, x->epoch, ps.v, ps.n);
+	for (size_t i = 0; i < ps.n && rc == 0; i++) {
+		const struct piece *pc = &ps.v[i];
+
+		if (pc->rc == 0 || pc->rc == -ENOENT) {
+			any = true;
+			if (pc->rc == 0 && pc->val > *end)
+				*end = pc->val;
+		} else if (!lost(pc->rc)) {
+			rc = pc->rc;
+		}
+	}
+	free(ps.v);
+	return rc < 0 ? rc : any ? 0 : -ENOENT;
+}
+
+/*
+ * The array's end over its data members' sizes (pc[0, nk) answered): the
+ * furthest; *dlost: how many of them were lost (they count nothing).
+ */
+static int data_end(const struct ec_ctx *x, const struct piece *pc, uint64_t *end,
+		    unsigned *dlost)
+{
+	*end = 0;
+	*dlost = 0;
+	for (unsigned c = 0; c < x->nk; c++) {
+		uint64_t e;
+
+		if (lost(pc[c].rc)) {
+			++*dlost;
+			continue;
+		}
+		if (pc[c].rc == -ENOENT || (pc[c].rc == 0 && pc[c].val == 0))
+			continue;
+		if (pc[c].rc < 0)
+			return pc[c].rc;
+		if ((e = conn_ec_end(x->nk, c, pc[c].val)) > *end)
+			*end = e;
+	}
+	return 0;
+}
+
+/*
+ * After a punch of [off, off + len) that reached the mark's end (old; 0
+ * when there was none, or it was not known): the mark set at the array's
+ * end now, from the data members' sizes (a lost one's end taken as
+ * min(off, old); with no old mark, none is made), and only then its range
+ * punched, so that the mark is never short of the array meanwhile (a
+ * rebuild or a size may read it).
+ */
+static int mark_after_punch(struct ec_ctx *x, uint64_t off, uint64_t len, uint64_t old)
+{
+	struct piece pc[EC_CELLS_MAX];
+	struct pieces ws = {0};
+	uint64_t end;
+	unsigned dlost;
+	int rc;
+
+	for (unsigned c = 0; c < x->nk; c++)
+		pc[c] = (struct piece){.op = NET_OP_ARR_SIZE, .member = (uint8_t)c};
+	if ((rc = batch_run(x->ct, x->oid, x->k, x->epoch, pc, x->nk)) < 0 ||
+	    (rc = data_end(x, pc, &end, &dlost)) < 0)
+		return rc;
+	if (dlost && !old)
+		end = 0; /* nothing bounds the lost member's end: no mark made */
+	else if (dlost && (off < old ? off : old) > end)
+		end = off < old ? off : old;
+	if (end && (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
+		rc = write_run(x, &ws);
+	ws.n = 0;
+	if (rc == 0 && (rc = mark_pieces(x, &ws, NET_OP_ARR_PUNCH, off, len)) == 0)
+		rc = write_run(x, &ws);
+	free(ws.v);
+	return rc;
+}
+
 int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
 		  const struct lode_key *k, uint64_t off, const void *buf, uint32_t len)
 {
@@ -1037,6 +1195,8 @@ int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 			rc = ec_encode(x.codec, data, pp, EC_IO_CELL);
 		nfull++;
 	}
+	if (rc == 0 && x.marked)
+		rc = mark_pieces(&x, &ws, NET_OP_ARR_UPDATE, off + len - 1, 1);
 	rc = writes_finish(&x, rc, pa, npa, b, &olds, &ws);
 	if (rc < 0)
 		x.torn = true; /* some pieces may have landed, others not */
@@ -1055,6 +1215,7 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 	struct pieces ws = {0}, olds = {0};
 	struct partial pa[2];
 	unsigned npa = 0;
+	uint64_t mark = 0;
 	pthread_mutex_t *lk;
 	int rc;
 
@@ -1068,6 +1229,13 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 	pthread_mutex_lock(lk);
 	lease_range(&x, off, len);
 	rc = lease_take_whole(&x);
+	/* The mark's end before (unknown with every parity member lost: 0,
+	 * so that it is set again below, on their replacements). A punch
+	 * short of it punches its range of the mark with the rest. */
+	if (rc == 0 && x.marked && (rc = mark_read(&x, &mark)) == -ENOENT)
+		rc = 0;
+	if (rc == 0 && x.marked && end < mark)
+		rc = mark_pieces(&x, &ws, NET_OP_ARR_PUNCH, off, len);
 	/* The partial stripes at either end: [off, s0 * stripe) and
 	 * [s1 * stripe, end), or [off, end) inside one stripe. */
 	for (int side = 0; side < 2 && rc == 0; side++) {
@@ -1093,6 +1261,8 @@ int conn_ec_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_o
 		if (!piece_add(&ws, NET_OP_ARR_PUNCH, m, s0 * EC_IO_CELL, (s1 - s0) * EC_IO_CELL))
 			rc = -ENOMEM;
 	rc = writes_finish(&x, rc, pa, npa, NULL, &olds, &ws);
+	if (rc == 0 && x.marked && end >= mark)
+		rc = mark_after_punch(&x, off, len, mark);
 	if (rc < 0)
 		x.torn = true; /* some pieces may have landed, others not */
 	lease_give(&x);
@@ -1114,9 +1284,17 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
 	pthread_mutex_lock(lk);
 	lease_range(&x, 0, UINT64_MAX);
 	if ((rc = lease_take(&x)) == 0) {
-		/* The akey on every member, as any key punch goes (a replicated write). */
-		rc = (r = conn_key_req(ct, NET_OP_AKEY_PUNCH, oid, k)) ? creq_submit(r, NULL, NULL)
-								 : -ENOMEM;
+		/* The end mark, then the akey, on every member, as any key punch
+		 * goes (a replicated write): a mark left by a failure between
+		 * them is one of an array that is there. */
+		if (x.marked)
+			rc = (r = conn_key_req(ct, NET_OP_AKEY_PUNCH, oid, &x.mk))
+				     ? creq_submit(r, NULL, NULL)
+				     : -ENOMEM;
+		if (rc == 0)
+			rc = (r = conn_key_req(ct, NET_OP_AKEY_PUNCH, oid, k))
+				     ? creq_submit(r, NULL, NULL)
+				     : -ENOMEM;
 		x.torn = rc < 0 && (x.torn || rc != -ENOMEM);
 	}
 	lease_give(&x);
@@ -1126,21 +1304,13 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
 
 /* ---- size -------------------------------------------------------------------------- */
 
-/* Array byte + 1 of the end of a member's local size n in cell column c. */
-static uint64_t global_end(unsigned nk, unsigned c, uint64_t n)
-{
-	uint64_t s = (n - 1) / EC_IO_CELL, o = (n - 1) % EC_IO_CELL;
-
-	return s * nk * EC_IO_CELL + (uint64_t)c * EC_IO_CELL + o + 1;
-}
-
 int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
 		 lode_epoch_t epoch, const struct lode_key *k, uint64_t *size_out)
 {
 	struct piece pc[EC_CELLS_MAX];
 	struct ec_ctx x;
-	uint64_t size = 0, pmax = 0;
-	unsigned nlost = 0;
+	uint64_t size = 0, pmax = 0, mark = 0;
+	unsigned nlost = 0, dlost;
 	int rc;
 
 	if ((rc = ctx_init(&x, ct, cls, oid, k, epoch)) < 0)
@@ -1161,15 +1331,18 @@ int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
 	}
 	if (nlost > cls->p)
 		return -EIO;
-	for (unsigned c = 0; c < x.nk; c++) {
-		/* A lost data member: no further than the parity reaches in its
-		 * column (an upper bound; the bytes past the end read as zeros). */
-		uint64_t n = lost(pc[c].rc) ? pmax : pc[c].val, e = n ? global_end(x.nk, c, n) : 0;
-
-		if (e > size)
-			size = e;
-	}
-	*size_out = size;
+	if ((rc = data_end(&x, pc, &size, &dlost)) < 0)
+		return rc;
+	/* A lost data member: the end mark says where the array ends. Without
+	 * one (an akey too long for it, or an array written before marks),
+	 * no further than the parity reaches in the lost member's column: an
+	 * upper bound (the bytes past the end read as zeros). */
+	if (dlost && x.marked && (rc = mark_read(&x, &mark)) < 0 && rc != -ENOENT)
+		return rc;
+	for (unsigned c = 0; c < x.nk && dlost && !mark; c++)
+		if (lost(pc[c].rc) && pmax && conn_ec_end(x.nk, c, pmax) > size)
+			size = conn_ec_end(x.nk, c, pmax);
+	*size_out = size > mark ? size : mark;
 	return 0;
 }
 

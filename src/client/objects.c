@@ -247,6 +247,7 @@ static int sv_fetch_enc(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch
 int lode_obj_update(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 		    const void *buf, uint32_t len, lode_event_t *ev)
 {
+	struct layout_class cls;
 	struct creq *r;
 	int rc;
 
@@ -256,6 +257,8 @@ int lode_obj_update(lode_cont_t *ct, struct lode_oid oid, const struct lode_key 
 		return rc;
 	if (len > LODE_IO_MAX)
 		return -E2BIG;
+	if (conn_ec_is_mark(k->akey, k->akey_len) && is_ec(ct, oid, &cls))
+		return -EINVAL; /* an end mark's akey (ec_io.c) */
 	if (ct->encrypted)
 		return sv_update_enc(ct, oid, k, buf, len, ev);
 	if (!(r = key_req(ct, NET_OP_SV_UPDATE, oid, k)))
@@ -311,6 +314,8 @@ static int ext_write_raw(lode_cont_t *ct, struct lode_oid oid, const struct lode
 
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
+	if (is_ec(ct, oid, &cls) && conn_ec_is_mark(k->akey, k->akey_len))
+		return -EINVAL; /* an end mark's akey */
 	if (is_ec(ct, oid, &cls))
 		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_ARR_UPDATE, oid, 0, k, off,
 						    (void *)buf, len, false, ev, parent)
@@ -1393,8 +1398,33 @@ int lode_akey_list(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *
 		return -EFAULT;
 	if ((rc = key_check(k, false)) < 0)
 		return rc;
-	/* A dkey's akeys all live in its group: list a member of it. */
-	return list_run(ct, NET_OP_AKEY_LIST, oid, k, epoch, an, buf, buf_len, &bytes, true);
+	/* A dkey's akeys all live in its group: list a member of it. An EC
+	 * object's end marks (ec_io.c) are left out; a page of nothing else
+	 * is followed by the next. */
+	for (;;) {
+		struct layout_class cls;
+		int n = list_run(ct, NET_OP_AKEY_LIST, oid, k, epoch, an, buf, buf_len, &bytes,
+				 true), kept = 0;
+		uint8_t *b = buf;
+		size_t at = 0, to = 0;
+
+		if (n <= 0 || !is_ec(ct, oid, &cls))
+			return n;
+		for (int i = 0; i < n; i++) {
+			size_t len = at + 2 <= bytes ? (size_t)(b[at] | b[at + 1] << 8) : bytes;
+
+			if (at + 2 + len > bytes)
+				return -EPROTO; /* a reply that does not hold its count */
+			if (!conn_ec_is_mark(b + at + 2, len)) {
+				memmove(b + to, b + at, 2 + len);
+				to += 2 + len;
+				kept++;
+			}
+			at += 2 + len;
+		}
+		if (kept || an->eof)
+			return kept;
+	}
 }
 
 /* ---- one target, for rebuild ------------------------------------------------------ */

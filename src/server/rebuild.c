@@ -111,6 +111,7 @@ struct pass {
 	lode_epoch_t *snaps;       /* the open container's snapshots, ascending */
 	int nsnaps, snaps_cap;
 	uint64_t *sizes;           /* an array's size in each view: snaps_cap + 1 */
+	uint64_t *marks;           /* an EC array's end mark in each view (ec_array): as many */
 	uint8_t *prev;             /* a copy's view before (copy_array, copy_akey) */
 	size_t prev_cap;
 };
@@ -529,7 +530,10 @@ static int dkey_copy(struct keys_walk *w, const uint8_t *dkey, uint16_t dlen)
  * its epoch (from the cells as of it), then the latest at the rebuild's.
  * A live member that the map the rebuild ends in moves (a replacement
  * pushed it) has its own cells copied. A single value lives whole on
- * every member and is copied like a replica.
+ * every member and is copied like a replica. So is an array's end mark
+ * among the parity members (ec_mark; docs/decisions/0018), and a lost
+ * data member's cells end where the mark puts its end (ec_piece), so that
+ * the array's size is the same after the rebuild.
  *
  * Who rebuilds a dkey: its first live parity member, which every array
  * write and single value reaches (a data member may hold nothing of a
@@ -759,17 +763,36 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 }
 
 /*
+ * Where data member c's cells end (its local size) in an array whose end is
+ * mark, were every byte before it written.
+ */
+static uint64_t mark_local(unsigned nk, unsigned c, uint64_t mark)
+{
+	uint64_t stripe = (uint64_t)nk * EC_IO_CELL, s = (mark - 1) / stripe;
+	uint64_t at = (mark - 1) % stripe;
+	unsigned col = (unsigned)(at / EC_IO_CELL);
+
+	if (c < col)
+		return (s + 1) * EC_IO_CELL;
+	return s * EC_IO_CELL + (c == col ? at % EC_IO_CELL + 1 : 0);
+}
+
+/*
  * The lost cells of [off, off + n) on every member in view v, rebuilt from
  * the sources src[0, ns) as of that view and written at its epoch where
  * they differ from the view before (p->ecprev, extent ext[m]; nothing
  * before the first): as far as the view's size (size, the most any live
  * member holds) reaches into the piece, and punched where they became
- * zeros or end sooner. A snapshot's view does not change; the latest is
+ * zeros or end sooner. With the array's end mark (mark; 0: none), a lost
+ * data member's cells end where the mark puts them: the zeros past that
+ * are no bytes of the array, and the member that holds the array's last
+ * byte reaches it, zeros or not, so that the array's size is the same
+ * after the rebuild. A snapshot's view does not change; the latest is
  * read again after it is rebuilt (below).
  */
 static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oid,
 		    const struct lode_key *k, const uint8_t *src, unsigned ns, uint32_t want,
-		    uint64_t off, uint64_t n, int v, uint64_t size, uint64_t *ext)
+		    uint64_t off, uint64_t n, int v, uint64_t size, uint64_t mark, uint64_t *ext)
 {
 	uint64_t nv = off >= size ? 0 : size - off < n ? size - off : n;
 	unsigned nm = g->cls->k + g->cls->p;
@@ -811,15 +834,29 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	}
 	for (unsigned m = 0; m < nm; m++) {
 		uint8_t *prev = p->ecprev + (size_t)m * EC_PIECE;
-		struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = off, .len = nv,
+		uint64_t nvm = nv, keep;
+		bool reach = false;
+
+		if (m < g->cls->k && mark && size && (want & 1u << m)) {
+			keep = mark_local(g->cls->k, m, mark);
+			keep = keep > off ? keep - off : 0;
+			if (keep < nvm && all_zero(cells[m] + keep, nvm - keep))
+				nvm = keep;
+			/* The member with the array's last byte: up to it. */
+			reach = m == (mark - 1) / EC_IO_CELL % g->cls->k && keep > 0 && keep <= n;
+			if (reach && nvm < keep)
+				nvm = keep;
+		}
+
+		struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = off, .len = nvm,
 					 .out = cells[m], .rebuild = true};
 		unsigned dst = (unsigned)g->m.dst[m];
 
 		/* Past the view's size every source is empty: zeros. */
-		if (!(want & 1u << m) || (memcmp(cells[m], prev, n) == 0 && nv == ext[m]))
+		if (!(want & 1u << m) || (memcmp(cells[m], prev, n) == 0 && nvm == ext[m]))
 			continue;
 		rc = 0;
-		if (all_zero(cells[m], nv)) {
+		if (all_zero(cells[m], nvm) && !reach) {
 			/* A hole here: one to make only if the view before had
 			 * something. */
 			if (ext[m])
@@ -827,16 +864,89 @@ static int ec_piece(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			ext[m] = 0;
 		} else {
 			rc = copy_write(p, dst, NET_OP_ARR_UPDATE, mo(g, m), k, &wr);
-			if (rc == 0 && nv < ext[m])
-				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, mo(g, m), k, v, off + nv,
-						ext[m] - nv);
+			if (rc == 0 && nvm < ext[m])
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, mo(g, m), k, v, off + nvm,
+						ext[m] - nvm);
 			if (rc == 0 && v == p->nsnaps)
-				count(p->rb, 0, nv); /* the latest view's bytes */
-			ext[m] = nv;
+				count(p->rb, 0, nvm); /* the latest view's bytes */
+			ext[m] = nvm;
 		}
 		if (rc < 0)
 			return rc;
 		memcpy(prev, cells[m], n);
+	}
+	return 0;
+}
+
+/*
+ * An array's end mark (ec_io.c) lives whole on every parity member: copied
+ * to each one's replacement from the first live one, and by a moving one
+ * from itself, in every view, as a replica's array is.
+ */
+static int ec_mark(struct pass *p, const struct ec_group *g, const struct lode_key *k)
+{
+	int from = -1, rc = 0;
+
+	for (int m = (int)g->cls->k; m < g->n && from < 0; m++)
+		if (g->m.tgt[m] >= 0)
+			from = m;
+	for (int m = (int)g->cls->k; m < g->n && from >= 0 && rc == 0; m++) {
+		int s = g->m.tgt[m] >= 0 ? m : from;
+
+		if (g->m.dst[m] >= 0)
+			rc = copy_array(p, (unsigned)g->m.tgt[s], (unsigned)g->m.dst[m], mo(g, (unsigned)s),
+					mo(g, (unsigned)m), k, 0);
+	}
+	return rc;
+}
+
+/*
+ * With every parity member lost, no live member holds the array's end
+ * mark (ec_mark has nothing to copy): made again on their replacements
+ * from the data members' sizes, which are all live then, in every view:
+ * one byte at its end, and punched past it where the view before reached
+ * further.
+ */
+static int ec_mark_make(struct pass *p, const struct ec_group *g, const struct lode_key *mk,
+			const struct lode_key *k, int v0)
+{
+	static const uint8_t zero;
+	uint64_t prev = 0;
+	int rc;
+
+	for (unsigned m = g->cls->k; m < (unsigned)g->n; m++)
+		if (g->m.tgt[m] >= 0)
+			return 0; /* a live one: ec_mark copies it */
+	for (int v = v0; v <= p->nsnaps; v++) {
+		uint64_t end = 0;
+
+		for (unsigned c = 0; c < g->cls->k; c++) {
+			struct conn_tgt_io sz = {.epoch = view_read(p, v)};
+
+			if (g->m.tgt[c] < 0)
+				return 0; /* more than p lost: nothing was rebuilt */
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[c], NET_OP_ARR_SIZE, mo(g, c), k,
+					 &sz);
+			if (rc < 0 && rc != -ENOENT && rc != -LODE_ETYPE)
+				return rc; /* (a single value in that view: no array) */
+			if (rc == 0 && sz.val && conn_ec_end(g->cls->k, c, sz.val) > end)
+				end = conn_ec_end(g->cls->k, c, sz.val);
+		}
+		for (unsigned m = g->cls->k; m < (unsigned)g->n; m++) {
+			struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = end - 1, .len = 1,
+						 .out = &zero, .rebuild = true};
+			unsigned dst = (unsigned)g->m.dst[m];
+
+			if (g->m.dst[m] < 0)
+				continue;
+			rc = end ? copy_write(p, dst, NET_OP_ARR_UPDATE, mo(g, m), mk, &wr) : 0;
+			if (rc == 0 && prev > end)
+				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, mo(g, m), mk, v, end,
+						prev - end);
+			if (rc < 0)
+				return rc;
+		}
+		prev = end;
 	}
 	return 0;
 }
@@ -853,9 +963,11 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 		    const struct lode_key *k, int v0)
 {
 	unsigned nk = g->cls->k, nm = nk + g->cls->p, ns = 0;
-	uint8_t src[EC_CELLS_MAX];
-	uint64_t *size = p->sizes, top = 0;
+	uint8_t src[EC_CELLS_MAX], mkb[LODE_KEY_MAX];
+	uint64_t *size = p->sizes, *mark = p->marks, top = 0;
 	uint32_t want = 0;
+	struct lode_key mk;
+	bool marked = conn_ec_mark_key(k, mkb, &mk);
 	int rc;
 
 	for (unsigned m = 0; m < nm; m++) {
@@ -875,9 +987,10 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			return rc;
 	if (!want)
 		return 0;
-	/* Each view's size: the most any live member holds in it. */
+	/* Each view's size: the most any live member holds in it; and its
+	 * end mark: the most any live parity member's says (ec_io.c). */
 	for (int v = v0; v <= p->nsnaps; v++) {
-		size[v] = 0;
+		size[v] = mark[v] = 0;
 		for (unsigned m = 0; m < nm; m++) {
 			struct conn_tgt_io sz = {.epoch = view_read(p, v)};
 
@@ -889,8 +1002,22 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 				return rc;
 			if (rc == 0 && sz.val > size[v])
 				size[v] = sz.val;
+			if (m < nk || !marked)
+				continue;
+			sz = (struct conn_tgt_io){.epoch = view_read(p, v)};
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, mo(g, m), &mk,
+					 &sz);
+			if (rc < 0 && rc != -ENOENT)
+				return rc;
+			if (rc == 0 && sz.val > mark[v])
+				mark[v] = sz.val;
 		}
 		top = size[v] > top ? size[v] : top;
+		/* A lost data member may reach further than every live one
+		 * (written zeros where the parity was punched): the mark says. */
+		for (unsigned m = 0; m < nk && size[v] && mark[v]; m++)
+			if (want & 1u << m && mark_local(nk, m, mark[v]) > top)
+				top = mark_local(nk, m, mark[v]);
 	}
 	if (!p->ecprev && !(p->ecprev = malloc(EC_CELLS_MAX * (size_t)EC_PIECE)))
 		return -ENOMEM;
@@ -913,17 +1040,17 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 			host = -1;
 		}
 		for (int v = v0; v < p->nsnaps && rc == 0; v++)
-			rc = ec_piece(p, g, oid, k, src, ns, want, off, n, v, size[v], ext);
+			rc = ec_piece(p, g, oid, k, src, ns, want, off, n, v, size[v], mark[v], ext);
 		if (rc == 0 && (rc = ec_lease(p, g, oid, k, off, n, size[p->nsnaps], &host)) == 0)
 			rc = ec_piece(p, g, oid, k, src, ns, want, off, n, p->nsnaps,
-				      size[p->nsnaps], ext);
+				      size[p->nsnaps], mark[p->nsnaps], ext);
 		(void)ec_lease_op(p, host, oid, k, off, n, 0, 0);
 		if (rc > 0)
 			return 0; /* torn, and left so: the pass fails at its end */
 		if (rc < 0)
 			return rc;
 	}
-	return 0;
+	return marked && want >> nk ? ec_mark_make(p, g, &mk, k, v0) : 0;
 }
 
 /*
@@ -958,6 +1085,8 @@ static int ec_akey(struct pass *p, const struct ec_group *g, struct lode_oid oid
 {
 	int kinds = 0, latest = 0, holder = -1, rc = 0;
 
+	if (conn_ec_is_mark(k->akey, k->akey_len))
+		return ec_mark(p, g, k);
 	for (int v = 0; v <= p->nsnaps; v++) {
 		int h = -1;
 
@@ -1208,7 +1337,8 @@ static int cont_prepare(struct pass *p)
 	return rc;
 }
 
-/* Room for cap snapshots in p->snaps and a size per view in p->sizes. */
+/* Room for cap snapshots in p->snaps, and a size and a mark per view in
+ * p->sizes and p->marks. */
 static int snaps_room(struct pass *p, int cap)
 {
 	lode_epoch_t *s;
@@ -1222,6 +1352,9 @@ static int snaps_room(struct pass *p, int cap)
 	if (!(z = realloc(p->sizes, ((size_t)cap + 1) * sizeof(*z))))
 		return -ENOMEM;
 	p->sizes = z;
+	if (!(z = realloc(p->marks, ((size_t)cap + 1) * sizeof(*z))))
+		return -ENOMEM;
+	p->marks = z;
 	p->snaps_cap = cap;
 	return 0;
 }
@@ -1505,6 +1638,7 @@ out:
 	free(p->prev);
 	free(p->snaps);
 	free(p->sizes);
+	free(p->marks);
 	free(p);
 	return rc;
 }

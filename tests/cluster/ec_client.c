@@ -11,13 +11,16 @@
  *                                 end; every read and size checked against a
  *                                 model in memory; single values and a
  *                                 chunked array of the class too.
- *   dops ADDR CONT CLASS SEED N   ops with engines lost: a size is then an upper
- *                                 bound (a lost data member's end is guessed
- *                                 from the parity's), not exact.
+ *   dops ADDR CONT CLASS SEED N   ops with engines lost. Sizes are exact (the
+ *                                 end mark says a lost data member's end),
+ *                                 but after a punch to past the end while a
+ *                                 data member was lost they may reach as far
+ *                                 as the punch's start: the model keeps that
+ *                                 bound beside the exact size.
  *   verify ADDR CONT CLASS SEED N the state ops SEED N left (the model is
  *                                 replayed, nothing written) read back, and
- *                                 sizes at least the model's (a dead data
- *                                 member makes the size an upper bound).
+ *                                 the sizes exact (within that bound for a
+ *                                 seed dops wrote: EC_DOPS=1).
  *   cells ADDR CONT CLASS SEED N  every member's cells of those arrays,
  *                                 each read from its member alone, against
  *                                 the model (parity: their code)
@@ -45,6 +48,23 @@
  *   pick ADDR CONT CLASS ENGINE   the first race object index from 100 (or
  *                                 $RACE_PICK_FROM) up whose data member 0 is
  *                                 on engine ENGINE.
+ *   ends ADDR CONT CLASS ENGINE W two arrays whose last data member (k - 1)
+ *                                 is on engine ENGINE, made so that their
+ *                                 sizes need the end mark when it is lost
+ *                                 (W "write": written, then checked; else
+ *                                 only checked): one ends in data member 0
+ *                                 a stripe after member k - 1's last bytes
+ *                                 (the parity reaches a cell further), one
+ *                                 ends in 500 written zeros on member k - 1;
+ *                                 and one whose first parity member is on
+ *                                 ENGINE, punched from 150000 to far past
+ *                                 its end each time. Their bytes and exact
+ *                                 sizes are checked. "write" prints "ends
+ *                                 objects I J K", their indexes (and checks
+ *                                 that writes to a mark's akey are refused,
+ *                                 -EINVAL); a check
+ *                                 takes them from $ENDS_OBJS (the map may
+ *                                 have moved them).
  *   olist ADDR CONT CLASS N       N key-value objects of the container's
  *                                 class written, then listed: every listed
  *                                 id is a caller's and reads back.
@@ -119,6 +139,7 @@ struct model {
 	uint8_t written[NARR][ARR_MAX];
 	uint8_t sv[SV_N][5000];
 	uint32_t sv_len[SV_N];
+	uint64_t bound[NARR]; /* the most a size may say (dops); the exact size otherwise */
 };
 
 static uint64_t model_size(const struct model *m, unsigned a)
@@ -141,7 +162,7 @@ struct ctx {
 	unsigned cls;
 	uint64_t seed;
 	bool io;      /* false: replay the model only */
-	bool upper;   /* sizes are upper bounds (members lost or rebuilt) */
+	bool degraded; /* dops, or a verify of what dops wrote: sizes within bound */
 	struct model *m;
 	unsigned stripe; /* bytes of a stripe of the class, or 64 KiB */
 };
@@ -331,6 +352,8 @@ static void one_op(struct ctx *x, uint64_t *s, unsigned i)
 		}
 		memcpy(&x->m->data[a][off], b, len);
 		memset(&x->m->written[a][off], 1, len);
+		if (off + len > x->m->bound[a])
+			x->m->bound[a] = off + len;
 		free(b);
 	} else if (kind < 60) {
 		/* Sometimes to far past the end, as truncate does. */
@@ -344,6 +367,13 @@ static void one_op(struct ctx *x, uint64_t *s, unsigned i)
 		}
 		memset(&x->m->written[a][off], 0, plen > ARR_MAX - off ? ARR_MAX - off : plen);
 		memset(&x->m->data[a][off], 0, plen > ARR_MAX - off ? ARR_MAX - off : plen);
+		/* A punch to the end mark's end sets it again: at the size now,
+		 * or (a data member lost) as far as the punch's start. */
+		if (off + plen >= x->m->bound[a]) {
+			uint64_t sz = model_size(x->m, a), b = x->m->bound[a];
+
+			x->m->bound[a] = x->degraded && (off < b ? off : b) > sz ? (off < b ? off : b) : sz;
+		}
 	} else if (kind < 90) {
 		if (x->io)
 			check_read(x, a, off, (uint32_t)len, "read");
@@ -353,9 +383,10 @@ static void one_op(struct ctx *x, uint64_t *s, unsigned i)
 		if ((rc = lode_obj_size(x->ct, arr_oid(x, a), LODE_EPOCH_MAX, &akey, &size)) < 0 &&
 		    rc != -ENOENT)
 			die("size", rc);
-		if (x->upper ? size < model_size(x->m, a) : size != model_size(x->m, a)) {
-			printf("FAIL op %u: array %u size %llu, not %llu\n", i, a,
-			       (unsigned long long)size, (unsigned long long)model_size(x->m, a));
+		if (size < model_size(x->m, a) || size > x->m->bound[a]) {
+			printf("FAIL op %u: array %u size %llu, not %llu (at most %llu)\n", i, a,
+			       (unsigned long long)size, (unsigned long long)model_size(x->m, a),
+			       (unsigned long long)x->m->bound[a]);
 			exit(1);
 		}
 	}
@@ -457,7 +488,7 @@ static void extras(struct ctx *x, bool write)
 			die("write of zeros", rc);
 		if ((rc = lode_obj_size(x->ct, zo, LODE_EPOCH_MAX, &zk, &zsize)) < 0)
 			die("size after zeros", rc);
-		if (zsize < (1 << 20) + sizeof(zeros) || (!x->upper && zsize != (1 << 20) + sizeof(zeros))) {
+		if (zsize != (1 << 20) + sizeof(zeros)) {
 			printf("FAIL size after a write of zeros: %llu\n", (unsigned long long)zsize);
 			exit(1);
 		}
@@ -477,7 +508,7 @@ static void extras(struct ctx *x, bool write)
 
 		if ((rc = lode_array_size(x->ct, ao, 0, at, &size)) < 0)
 			die("array size", rc);
-		if (size < 777 + alen || (!x->upper && size != 777 + alen)) {
+		if (size != 777 + alen) {
 			printf("FAIL chunked array size %llu, not %zu\n", (unsigned long long)size,
 			       777 + alen);
 			exit(1);
@@ -530,10 +561,12 @@ static int cmd_ops(struct ctx *x, unsigned n, bool verify)
 		if ((rc = lode_obj_size(x->ct, arr_oid(x, a), at, &akey, &size)) < 0 &&
 		    rc != -ENOENT)
 			die("size", rc);
-		/* Degraded or rebuilt, a size is an upper bound. */
-		if (x->upper ? size < model_size(x->m, a) : size != model_size(x->m, a)) {
-			printf("FAIL array %u size %llu, model %llu\n", a, (unsigned long long)size,
-			       (unsigned long long)model_size(x->m, a));
+		/* Exact, degraded or rebuilt: the end mark says it (a bound
+		 * only after dops's punches with a data member lost). */
+		if (size < model_size(x->m, a) || size > x->m->bound[a]) {
+			printf("FAIL array %u size %llu, model %llu (at most %llu)\n", a,
+			       (unsigned long long)size, (unsigned long long)model_size(x->m, a),
+			       (unsigned long long)x->m->bound[a]);
 			return 1;
 		}
 	}
@@ -856,6 +889,106 @@ static int cmd_pick(struct ctx *x, const struct layout_class *lc, uint32_t engin
 	return 1;
 }
 
+/* The index of the i-th array (from 0) of ends whose member m is on engine. */
+static uint32_t ends_pick(struct ctx *x, const struct layout_class *lc, uint32_t engine,
+			  unsigned m, unsigned i)
+{
+	for (uint32_t n = 0; n < 100000; n++) {
+		struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0xe0d, n);
+		struct layout_group g;
+		bool hit = false;
+
+		pthread_mutex_lock(&x->ct->c->lock);
+		if (layout_dkey_place(x->ct->c->map, o, lc, conn_dkey_hash("d", 1), &g) == 0)
+			hit = g.shard[m].engine == engine;
+		pthread_mutex_unlock(&x->ct->c->lock);
+		if (hit && i-- == 0)
+			return n;
+	}
+	printf("FAIL no object has member %u on engine %u\n", m, engine);
+	exit(1);
+}
+
+#define ENDS_N 3
+
+static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engine, bool write)
+{
+	uint64_t cell = EC_IO_CELL, stripe = lc->k * cell, last = (lc->k - 1) * cell;
+	/* [off, off + len) of each: nonzero bytes (fill), or zeros (z); then
+	 * what is punched from punch on (0: nothing). */
+	struct {
+		uint64_t off, len;
+		bool z;
+	} w[ENDS_N][2] = {{{0, last + 34464, false}, {stripe, 1000, false}},
+			  {{0, 1000, false}, {last, 500, true}},
+			  {{0, 200000, false}, {0, 0, false}}};
+	uint64_t end[ENDS_N] = {stripe + 1000, last + 500, 150000}, punch[ENDS_N] = {0, 0, 150000};
+	uint32_t idx[ENDS_N] = {0};
+	const char *objs = getenv("ENDS_OBJS");
+
+	if (write) {
+		idx[0] = ends_pick(x, lc, engine, lc->k - 1, 0);
+		idx[1] = ends_pick(x, lc, engine, lc->k - 1, 1);
+		idx[2] = ends_pick(x, lc, engine, lc->k, 0);
+		printf("ends objects %u %u %u\n", idx[0], idx[1], idx[2]);
+		/* A mark's akey is the library's: writes to it are refused. */
+		static const struct lode_key mk = {"d", 1, "\0endx", 5};
+		struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0xe0d, idx[0]);
+		int rc1 = lode_obj_write(x->ct, o, &mk, 0, "z", 1, NULL);
+		int rc2 = lode_obj_update(x->ct, o, &mk, "z", 1, NULL);
+
+		if (rc1 != -EINVAL || rc2 != -EINVAL) {
+			printf("FAIL a write to an end mark's akey: %d and %d, not -EINVAL\n", rc1, rc2);
+			return 1;
+		}
+	} else if (!objs || sscanf(objs, "%u %u %u", &idx[0], &idx[1], &idx[2]) != ENDS_N) {
+		printf("FAIL ends check needs ENDS_OBJS=\"I J K\"\n");
+		return 1;
+	}
+	for (unsigned a = 0; a < ENDS_N; a++) {
+		struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0xe0d, idx[a]);
+		uint8_t *want = calloc(1, 200000), *got = malloc(200000);
+		uint64_t size = 0;
+		int rc;
+
+		if (!want || !got)
+			die("malloc", -ENOMEM);
+		for (unsigned j = 0; j < 2 && w[a][j].len; j++) {
+			if (!w[a][j].z)
+				fill(want + w[a][j].off, w[a][j].len, 1000 * a + j + 1);
+			if (write && (rc = lode_obj_write(x->ct, o, &akey, w[a][j].off,
+							  want + w[a][j].off, (uint32_t)w[a][j].len,
+							  NULL)) < 0)
+				die("ends write", rc);
+		}
+		/* A punch to far past the end: with the array's parity member
+		 * lost too (nothing to keep its mark on), as truncate does. */
+		if (punch[a] && (rc = lode_range_punch(x->ct, o, &akey, punch[a], 1ull << 40, NULL)) < 0)
+			die("ends punch", rc);
+		if ((rc = lode_obj_size(x->ct, o, LODE_EPOCH_MAX, &akey, &size)) < 0)
+			die("ends size", rc);
+		if (size != end[a]) {
+			printf("FAIL ends array %u size %llu, not %llu\n", a, (unsigned long long)size,
+			       (unsigned long long)end[a]);
+			print_group(x, o);
+			return 1;
+		}
+		memset(got, 0xee, end[a]);
+		if ((rc = lode_obj_read(x->ct, o, LODE_EPOCH_MAX, &akey, 0, got, (uint32_t)end[a],
+					NULL)) < 0)
+			die("ends read", rc);
+		if (memcmp(got, want, end[a])) {
+			printf("FAIL ends array %u reads back other bytes\n", a);
+			return 1;
+		}
+		free(want);
+		free(got);
+	}
+	printf("ok   ends: the arrays read back, sizes %llu, %llu and %llu\n",
+	       (unsigned long long)end[0], (unsigned long long)end[1], (unsigned long long)end[2]);
+	return 0;
+}
+
 /*
  * Objects of the container's class (class byte 0) as lode_obj_list gives
  * them: n key-value objects written, then every object listed; each listed
@@ -958,7 +1091,7 @@ int main(int argc, char **argv)
 
 	bool ops = argc == 7 && (!strcmp(argv[1], "ops") || !strcmp(argv[1], "verify") ||
 				 !strcmp(argv[1], "dops") || !strcmp(argv[1], "race") ||
-				 !strcmp(argv[1], "cells"));
+				 !strcmp(argv[1], "cells") || !strcmp(argv[1], "ends"));
 
 	if ((!ops && argc != 6) || layout_class_parse(argv[4], &lc) < 0) {
 		fprintf(stderr, "usage: ec_client ops|dops|verify|cells ADDR CONT CLASS SEED N\n"
@@ -968,6 +1101,7 @@ int main(int argc, char **argv)
 				"       ec_client parity ADDR CONT CLASS N\n"
 				"       ec_client tear ADDR CONT CLASS N\n"
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
+				"       ec_client ends ADDR CONT CLASS ENGINE write|check\n"
 				"       ec_client olist ADDR CONT CLASS N\n"
 				"       ec_client rread ADDR CONT CLASS N\n"
 				"       ec_client punch ADDR CONT CLASS N\n"
@@ -998,6 +1132,8 @@ int main(int argc, char **argv)
 		rc = cmd_tear(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "pick")) {
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "ends") && argc > 6) {
+		rc = cmd_ends(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10), !strcmp(argv[6], "write"));
 	} else if (!strcmp(argv[1], "olist")) {
 		rc = cmd_olist(&x, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "rread")) {
@@ -1012,7 +1148,7 @@ int main(int argc, char **argv)
 		rc = rc ? 1 : 0;
 	} else if (ops) {
 		x.seed = strtoull(argv[5], NULL, 10);
-		x.upper = strcmp(argv[1], "ops") != 0;
+		x.degraded = !strcmp(argv[1], "dops") || getenv("EC_DOPS");
 		rc = cmd_ops(&x, (unsigned)strtoul(argv[6], NULL, 10), !strcmp(argv[1], "verify"));
 	} else if (!strcmp(argv[1], "stream")) {
 		int64_t end = now_ms() + 1000 * (int64_t)strtoul(argv[5], NULL, 10);
