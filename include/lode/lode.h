@@ -414,9 +414,9 @@ int lode_obj_list(lode_cont_t *cont, lode_epoch_t epoch, struct lode_anchor *anc
  * -EOVERFLOW (buf cannot hold even one key). In an erasure-coded object,
  * akeys of more than four bytes that begin with "\0end" are the library's
  * (each byte array's end mark, whose akey is that prefix + the array's):
- * they are not listed, and writes to them are refused (-EINVAL). An array
- * whose akey is longer than LODE_KEY_MAX - 4 has no mark, and its size
- * read while a data member is lost is an upper bound.
+ * they are not listed, and writes and punches of them are refused
+ * (-EINVAL). An array whose akey is longer than LODE_KEY_MAX - 4 has no
+ * mark, and its size read while a data member is lost is an upper bound.
  */
 int lode_dkey_list(lode_cont_t *cont, struct lode_oid oid, lode_epoch_t epoch,
 		   struct lode_anchor *anchor, void *buf, size_t buf_len);

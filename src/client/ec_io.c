@@ -819,14 +819,18 @@ static int mend_array(struct ec_ctx *x)
 		free(ws.v);
 	}
 	free(buf);
-	/* The torn write's mark may not have landed where its data did: the
-	 * data members' end marked (a mark only grows by it). */
+	/* The torn write's mark may not have landed where its data did, or
+	 * landed where its data did not: set at the data members' end (every
+	 * one is live here), and punched past it. */
 	if (rc == 0 && x->marked) {
 		struct pieces ws = {0};
 		unsigned dlost;
 
 		if ((rc = data_end(x, sz, &end, &dlost)) == 0 && end &&
 		    (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
+			rc = write_run(x, &ws);
+		ws.n = 0;
+		if (rc == 0 && (rc = mark_pieces(x, &ws, NET_OP_ARR_PUNCH, end, UINT64_MAX - end)) == 0)
 			rc = write_run(x, &ws);
 		free(ws.v);
 	}
@@ -1010,8 +1014,9 @@ static int writes_finish(struct ec_ctx *x, int rc, struct partial *pa, unsigned 
  * back. A punch that reaches the mark's end sets it again at the end the
  * data members' sizes give after it; with one of them lost, that member's
  * end is taken as the punch's start (everything from there on went), which
- * is then an upper bound. The mark is what a size and a rebuild go by when
- * a data member is lost; with every data member live their sizes say.
+ * is then an upper bound. A mend of a torn array sets it at the data
+ * members' end (mend_array). The mark is what a size and a rebuild go by
+ * when a data member is lost; with every data member live their sizes say.
  */
 static const uint8_t mark_byte; /* what a mark holds: its size is all that counts */
 
@@ -1130,6 +1135,13 @@ static int mark_after_punch(struct ec_ctx *x, uint64_t off, uint64_t len, uint64
 		end = off < old ? off : old;
 	if (end && (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
 		rc = write_run(x, &ws);
+	/* With every data member live the end is exact: mark bytes between it
+	 * and the punch (a bound left by an earlier punch, a torn write's)
+	 * go too. */
+	if (!dlost && end < off) {
+		len += off - end;
+		off = end;
+	}
 	ws.n = 0;
 	if (rc == 0 && (rc = mark_pieces(x, &ws, NET_OP_ARR_PUNCH, off, len)) == 0)
 		rc = write_run(x, &ws);
@@ -1287,15 +1299,20 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
 		/* The end mark, then the akey, on every member, as any key punch
 		 * goes (a replicated write): a mark left by a failure between
 		 * them is one of an array that is there. */
+		bool unmarked = false;
+
 		if (x.marked)
 			rc = (r = conn_key_req(ct, NET_OP_AKEY_PUNCH, oid, &x.mk))
 				     ? creq_submit(r, NULL, NULL)
 				     : -ENOMEM;
+		unmarked = x.marked && rc == 0;
 		if (rc == 0)
 			rc = (r = conn_key_req(ct, NET_OP_AKEY_PUNCH, oid, k))
 				     ? creq_submit(r, NULL, NULL)
 				     : -ENOMEM;
-		x.torn = rc < 0 && (x.torn || rc != -ENOMEM);
+		/* Torn when the mark went and the array did not (the next
+		 * holder marks it again), as when the punch may have landed. */
+		x.torn = rc < 0 && (x.torn || unmarked || rc != -ENOMEM);
 	}
 	lease_give(&x);
 	pthread_mutex_unlock(lk);

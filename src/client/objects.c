@@ -314,7 +314,7 @@ static int ext_write_raw(lode_cont_t *ct, struct lode_oid oid, const struct lode
 
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
-	if (is_ec(ct, oid, &cls) && conn_ec_is_mark(k->akey, k->akey_len))
+	if (conn_ec_is_mark(k->akey, k->akey_len) && is_ec(ct, oid, &cls))
 		return -EINVAL; /* an end mark's akey */
 	if (is_ec(ct, oid, &cls))
 		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_ARR_UPDATE, oid, 0, k, off,
@@ -1197,6 +1197,9 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 		return -EFAULT;
 	if ((rc = key_check(k, op != NET_OP_DKEY_PUNCH)) < 0)
 		return rc;
+	if (op != NET_OP_DKEY_PUNCH && conn_ec_is_mark(k->akey, k->akey_len) &&
+	    is_ec(ct, oid, &cls))
+		return -EINVAL; /* an end mark's akey (ec_io.c): the library's */
 	if (op == NET_OP_ARR_PUNCH && is_ec(ct, oid, &cls)) {
 		if (ct->encrypted)
 			return -EOPNOTSUPP;

@@ -628,6 +628,66 @@ static int ec_read_srcs(struct pass *p, const struct ec_group *g, const uint8_t 
 }
 
 /*
+ * The array's end in view v from its data members' sizes (*end; 0: none),
+ * or 1 when one of them is not live (then nothing says it).
+ */
+static int ec_data_end(struct pass *p, const struct ec_group *g, const struct lode_key *k, int v,
+		       uint64_t *end)
+{
+	*end = 0;
+	for (unsigned c = 0; c < g->cls->k; c++) {
+		struct conn_tgt_io sz = {.epoch = view_read(p, v)};
+		int rc;
+
+		if (g->m.tgt[c] < 0)
+			return 1;
+		rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[c], NET_OP_ARR_SIZE, mo(g, c), k, &sz);
+		if (rc < 0 && rc != -ENOENT && rc != -LODE_ETYPE)
+			return rc; /* (a single value in that view: no array) */
+		if (rc == 0 && sz.val && conn_ec_end(g->cls->k, c, sz.val) > *end)
+			*end = conn_ec_end(g->cls->k, c, sz.val);
+	}
+	return 0;
+}
+
+/*
+ * After a torn array's mend (every data member live): its end mark set at
+ * the data's end on every live parity member, and a moving one's new
+ * place, and punched past it; a torn write's mark may fall short of its
+ * data or past it (ec_io.c's mend_array does the same).
+ */
+static int ec_mend_mark(struct pass *p, const struct ec_group *g, const struct lode_key *k)
+{
+	static const uint8_t zero;
+	uint8_t mkb[LODE_KEY_MAX];
+	struct lode_key mk;
+	uint64_t end;
+	int rc;
+
+	if (!conn_ec_mark_key(k, mkb, &mk) || (rc = ec_data_end(p, g, k, p->nsnaps, &end)) > 0)
+		return 0;
+	for (unsigned m = g->cls->k; m < (unsigned)g->n && rc == 0; m++) {
+		struct conn_tgt_io wr = {.epoch = LODE_EPOCH_MAX, .off = end - 1, .len = 1,
+					 .out = &zero};
+		struct conn_tgt_io pu = {.epoch = LODE_EPOCH_MAX, .off = end, .len = UINT64_MAX - end};
+
+		if (g->m.tgt[m] < 0)
+			continue;
+		if (end)
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_UPDATE, mo(g, m), &mk,
+					 &wr);
+		if (rc == 0)
+			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_PUNCH, mo(g, m), &mk,
+					 &pu);
+		if (rc == 0 && g->m.dst[m] >= 0 && end)
+			rc = copy_write(p, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, mo(g, m), &mk, &wr);
+		if (rc == 0 && g->m.dst[m] >= 0)
+			rc = copy_write(p, (unsigned)g->m.dst[m], NET_OP_ARR_PUNCH, mo(g, m), &mk, &pu);
+	}
+	return rc;
+}
+
+/*
  * The array's write lease, taken as a writer takes it (src/client/ec_io.c,
  * docs/decisions/0015): on the first live member, parity first, for the
  * members' range [at_off, at_off + at_len), so that no client writes the
@@ -755,6 +815,8 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 						mo(g, nk + j), k, &wr);
 		}
 	}
+	if (rc == 0)
+		rc = ec_mend_mark(p, g, k);
 	if (rc < 0) {
 		(void)ec_lease_op(p, *host, oid, k, at_off, at_len, 0, NET_F_TORN);
 		*host = -1;
@@ -918,20 +980,10 @@ static int ec_mark_make(struct pass *p, const struct ec_group *g, const struct l
 		if (g->m.tgt[m] >= 0)
 			return 0; /* a live one: ec_mark copies it */
 	for (int v = v0; v <= p->nsnaps; v++) {
-		uint64_t end = 0;
+		uint64_t end;
 
-		for (unsigned c = 0; c < g->cls->k; c++) {
-			struct conn_tgt_io sz = {.epoch = view_read(p, v)};
-
-			if (g->m.tgt[c] < 0)
-				return 0; /* more than p lost: nothing was rebuilt */
-			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[c], NET_OP_ARR_SIZE, mo(g, c), k,
-					 &sz);
-			if (rc < 0 && rc != -ENOENT && rc != -LODE_ETYPE)
-				return rc; /* (a single value in that view: no array) */
-			if (rc == 0 && sz.val && conn_ec_end(g->cls->k, c, sz.val) > end)
-				end = conn_ec_end(g->cls->k, c, sz.val);
-		}
+		if ((rc = ec_data_end(p, g, k, v, &end)) != 0)
+			return rc > 0 ? 0 : rc; /* more than p lost: nothing was rebuilt */
 		for (unsigned m = g->cls->k; m < (unsigned)g->n; m++) {
 			struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = end - 1, .len = 1,
 						 .out = &zero, .rebuild = true};

@@ -56,14 +56,17 @@
  *                                 a stripe after member k - 1's last bytes
  *                                 (the parity reaches a cell further), one
  *                                 ends in 500 written zeros on member k - 1;
- *                                 and one whose first parity member is on
- *                                 ENGINE, punched from 150000 to far past
- *                                 its end each time. Their bytes and exact
- *                                 sizes are checked. "write" prints "ends
- *                                 objects I J K", their indexes (and checks
- *                                 that writes to a mark's akey are refused,
- *                                 -EINVAL); a check
- *                                 takes them from $ENDS_OBJS (the map may
+ *                                 and one of 200000 bytes whose first parity
+ *                                 member is on ENGINE (and data member k - 1
+ *                                 on engine $ENDS_ALSO, if set), which W
+ *                                 "punch" punches from 150000 to far past
+ *                                 its end. Their bytes and exact sizes are
+ *                                 checked. "write" prints "ends objects I J
+ *                                 K", their indexes (and checks that writes
+ *                                 and punches of a mark's akey are refused,
+ *                                 -EINVAL);
+ *                                 "punch" and "check" (after the punch)
+ *                                 take them from $ENDS_OBJS (the map may
  *                                 have moved them).
  *   olist ADDR CONT CLASS N       N key-value objects of the container's
  *                                 class written, then listed: every listed
@@ -889,10 +892,13 @@ static int cmd_pick(struct ctx *x, const struct layout_class *lc, uint32_t engin
 	return 1;
 }
 
-/* The index of the i-th array (from 0) of ends whose member m is on engine. */
+/* The index of the i-th array (from 0) of ends whose member m is on engine
+ * (and, for m >= k with $ENDS_ALSO set, data member k - 1 on that engine). */
 static uint32_t ends_pick(struct ctx *x, const struct layout_class *lc, uint32_t engine,
 			  unsigned m, unsigned i)
 {
+	const char *also = m >= lc->k ? getenv("ENDS_ALSO") : NULL;
+
 	for (uint32_t n = 0; n < 100000; n++) {
 		struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0xe0d, n);
 		struct layout_group g;
@@ -900,7 +906,8 @@ static uint32_t ends_pick(struct ctx *x, const struct layout_class *lc, uint32_t
 
 		pthread_mutex_lock(&x->ct->c->lock);
 		if (layout_dkey_place(x->ct->c->map, o, lc, conn_dkey_hash("d", 1), &g) == 0)
-			hit = g.shard[m].engine == engine;
+			hit = g.shard[m].engine == engine &&
+			      (!also || g.shard[lc->k - 1].engine == (uint32_t)strtoul(also, NULL, 10));
 		pthread_mutex_unlock(&x->ct->c->lock);
 		if (hit && i-- == 0)
 			return n;
@@ -911,8 +918,9 @@ static uint32_t ends_pick(struct ctx *x, const struct layout_class *lc, uint32_t
 
 #define ENDS_N 3
 
-static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engine, bool write)
+static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engine, const char *mode)
 {
+	bool write = !strcmp(mode, "write"), punch_now = !strcmp(mode, "punch");
 	uint64_t cell = EC_IO_CELL, stripe = lc->k * cell, last = (lc->k - 1) * cell;
 	/* [off, off + len) of each: nonzero bytes (fill), or zeros (z); then
 	 * what is punched from punch on (0: nothing). */
@@ -922,7 +930,7 @@ static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engin
 	} w[ENDS_N][2] = {{{0, last + 34464, false}, {stripe, 1000, false}},
 			  {{0, 1000, false}, {last, 500, true}},
 			  {{0, 200000, false}, {0, 0, false}}};
-	uint64_t end[ENDS_N] = {stripe + 1000, last + 500, 150000}, punch[ENDS_N] = {0, 0, 150000};
+	uint64_t end[ENDS_N] = {stripe + 1000, last + 500, write ? 200000 : 150000};
 	uint32_t idx[ENDS_N] = {0};
 	const char *objs = getenv("ENDS_OBJS");
 
@@ -936,9 +944,12 @@ static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engin
 		struct lode_oid o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0xe0d, idx[0]);
 		int rc1 = lode_obj_write(x->ct, o, &mk, 0, "z", 1, NULL);
 		int rc2 = lode_obj_update(x->ct, o, &mk, "z", 1, NULL);
+		int rc3 = lode_range_punch(x->ct, o, &mk, 0, 1, NULL);
+		int rc4 = lode_akey_punch(x->ct, o, &mk, NULL);
 
-		if (rc1 != -EINVAL || rc2 != -EINVAL) {
-			printf("FAIL a write to an end mark's akey: %d and %d, not -EINVAL\n", rc1, rc2);
+		if (rc1 != -EINVAL || rc2 != -EINVAL || rc3 != -EINVAL || rc4 != -EINVAL) {
+			printf("FAIL writes and punches of an end mark's akey: %d, %d, %d, %d, "
+			       "not -EINVAL\n", rc1, rc2, rc3, rc4);
 			return 1;
 		}
 	} else if (!objs || sscanf(objs, "%u %u %u", &idx[0], &idx[1], &idx[2]) != ENDS_N) {
@@ -961,9 +972,10 @@ static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engin
 							  NULL)) < 0)
 				die("ends write", rc);
 		}
-		/* A punch to far past the end: with the array's parity member
-		 * lost too (nothing to keep its mark on), as truncate does. */
-		if (punch[a] && (rc = lode_range_punch(x->ct, o, &akey, punch[a], 1ull << 40, NULL)) < 0)
+		/* "punch": to far past the end, as truncate does, with the
+		 * array's parity member lost (nothing to keep its mark on). */
+		if (a == 2 && punch_now &&
+		    (rc = lode_range_punch(x->ct, o, &akey, 150000, 1ull << 40, NULL)) < 0)
 			die("ends punch", rc);
 		if ((rc = lode_obj_size(x->ct, o, LODE_EPOCH_MAX, &akey, &size)) < 0)
 			die("ends size", rc);
@@ -1101,7 +1113,7 @@ int main(int argc, char **argv)
 				"       ec_client parity ADDR CONT CLASS N\n"
 				"       ec_client tear ADDR CONT CLASS N\n"
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
-				"       ec_client ends ADDR CONT CLASS ENGINE write|check\n"
+				"       ec_client ends ADDR CONT CLASS ENGINE write|punch|check\n"
 				"       ec_client olist ADDR CONT CLASS N\n"
 				"       ec_client rread ADDR CONT CLASS N\n"
 				"       ec_client punch ADDR CONT CLASS N\n"
@@ -1133,7 +1145,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "pick")) {
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "ends") && argc > 6) {
-		rc = cmd_ends(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10), !strcmp(argv[6], "write"));
+		rc = cmd_ends(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10), argv[6]);
 	} else if (!strcmp(argv[1], "olist")) {
 		rc = cmd_olist(&x, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "rread")) {

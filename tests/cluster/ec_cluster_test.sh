@@ -156,8 +156,12 @@ read_obj=$RACE_OBJ
 unset RACE_OBJ
 # Two arrays whose last data member is on f, made so that once f is dead
 # only their end marks say where they end (docs/decisions/0018), and one
-# whose parity member is on f, punched to past its end each time.
-C "arrays whose last data member or parity is on f" ends "$a_addr" c21 EC_2P1 5 write
+# whose parity member is on f and data member 1 on e: punched to past its
+# end while f is dead, its new parity must have the mark (written there,
+# or made again by the rebuild) for its size once e is dead too (the
+# parity's bound is a cell further). (The snapshot checks of snp after e
+# dies need the rebuild's own: they fail without it.)
+ENDS_ALSO=4 C "arrays whose last data member or parity is on f" ends "$a_addr" c21 EC_2P1 5 write
 ENDS_OBJS=$(sed -n 's/^ends objects //p' "$dir/out")
 export ENDS_OBJS
 check "a container of class EC_8P2 on six engines" 0 A cont create c82 --class EC_8P2
@@ -211,7 +215,8 @@ grep -q "Input/output error" "$dir/out" && echo "ok   ... with -EIO" && pass=$((
 # ---- degraded: five engines, EC_4P2 groups have no replacement ----
 C "EC_2P1 reads back degraded" verify "$a_addr" c21 EC_2P1 2 300
 C "EC_4P2 reads back degraded" verify "$a_addr" c42 EC_4P2 3 300
-C "the arrays ending on f: bytes and exact sizes degraded" ends "$a_addr" c21 EC_2P1 5 check
+C "the arrays ending on f: bytes and exact sizes degraded; one punched" \
+	ends "$a_addr" c21 EC_2P1 5 punch
 C "the stream's objects read back degraded" check "$a_addr" c21 EC_2P1 "${n:-1}"
 snp_check ", f dead"
 # snp's array sizes as read degraded (the end marks say them; snp_check's
