@@ -298,8 +298,14 @@ void lode_cont_uuid(const lode_cont_t *cont, struct lode_uuid *uuid_out);
 /*
  * Take a snapshot: every read at the returned epoch sees the container as it
  * was when the snapshot was taken, until the snapshot is destroyed. Blocks.
- * Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as for lode_cont_create;
- * a snapshot some targets took already is destroyed again where reachable).
+ * An erasure-coded write is in a snapshot whole or not at all: new EC
+ * writes of the container wait while the ones in flight finish (usually
+ * under a millisecond), then the snapshot is taken at an epoch above
+ * every target's clock. Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as
+ * for lode_cont_create; a snapshot some targets took already is destroyed
+ * again where reachable), -EBUSY (an EC write held its array's lease for
+ * three request timeouts; the lease of a writer that died runs out after
+ * four).
  */
 int lode_snap_create(lode_cont_t *cont, lode_epoch_t *epoch_out);
 /* Errors: -LODE_ENOSNAP. Blocks. */

@@ -21,6 +21,7 @@
  * record of block b (iv, tag, the block's length) lies at offset 32*b of a
  * sibling akey ("\0gcm" + akey) under the same dkey, so on the same target.
  */
+#include "client/agent_client.h"
 #include "client/client.h"
 #include "client/cont_props.h"
 
@@ -28,6 +29,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char AKEY_VALUE[] = "v";
 static const char AKEY_DATA[] = "d";
@@ -1875,11 +1879,10 @@ void lode_cont_uuid(const lode_cont_t *ct, struct lode_uuid *uuid_out)
 	*uuid_out = ct->uuid;
 }
 
-/* A snapshot's request to a target other than the first: a NEW engine
- * whose walk has not reached the container yet has none, and its walk
- * makes the snapshot there from the others' (docs/decisions/0014); one
- * whose walk was faster than us has it already (the same epoch, taken
- * from the first target: the same snapshot). Lock held. */
+/* A snapshot's request to a target: a NEW engine whose walk has not
+ * reached the container yet has none, and its walk makes the snapshot
+ * there from the others' (docs/decisions/0014); one whose walk was faster
+ * than us has it already (the same epoch: the same snapshot). Lock held. */
 static void snap_done(struct creq *r)
 {
 	if ((r->rc == -LODE_ENOCONT && conn_target_new(r->c, r->tgt)) || r->rc == -EEXIST)
@@ -1887,9 +1890,8 @@ static void snap_done(struct creq *r)
 }
 
 /*
- * The snapshot a names to every target of c that done[] does not have yet
- * (the first one took it already), all at once; done[] gains those it is
- * sent to.
+ * The snapshot a names to every target of c that done[] does not have yet,
+ * all at once; done[] gains those it is sent to.
  */
 static int snap_send(lode_conn_t *c, const struct net_args *a, bool *done)
 {
@@ -1919,13 +1921,119 @@ static int snap_send(lode_conn_t *c, const struct net_args *a, bool *done)
 	return creq_seal(p, NULL);
 }
 
+#define SNAP_HOLD_MAX_MS 600000u /* the longest hold a target grants (LEASE_MAX_MS) */
+
+/* One target's answer to a snapshot's barrier: leases held, and its clock. */
+struct hold_reply {
+	int rc;
+	uint64_t held;
+	size_t in_len;
+	uint8_t clock[8];
+};
+
+static void hold_done(struct creq *r)
+{
+	struct hold_reply *h = r->ctx;
+
+	h->rc = r->rc;
+	h->held = r->val;
+	h->in_len = r->in_len;
+	r->rc = 0;
+}
+
+/*
+ * A snapshot's barrier (docs/decisions/0012): every reachable target holds
+ * back new writers' leases of the container's EC arrays, for this taker's
+ * token, for ms (0: lets go) and says how many are held still, and its
+ * clock. Asked again each millisecond until none is held anywhere (each
+ * holder gives its lease back once its pieces have landed, or it runs
+ * out), for at most three request timeouts, then -EBUSY (before writers
+ * waiting behind the hold give up). *clock_out: the latest clock any said
+ * in a round after the first that found none held, so that a piece that
+ * landed just before its lease's give-back is below it wherever it is.
+ */
+static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t *clock_out)
+{
+	lode_conn_t *c = ct->c;
+	int64_t until = agent_now_ms() + 3 * (int64_t)c->timeout_ms;
+	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
+	bool drained = false;
+	int rc;
+
+	if (!h)
+		return -ENOMEM;
+	for (;;) {
+		struct creq *p = creq_new(c, 0, 0), *r;
+		uint64_t held = 0, clock = 0;
+		unsigned n = c->ntargets; /* one round's: an engine may join meanwhile */
+
+		rc = p ? 0 : -ENOMEM;
+		for (unsigned i = 0; i < n && rc == 0; i++) {
+			h[i] = (struct hold_reply){.rc = 1}; /* 1: not asked */
+			if (conn_target_reach(c, i) != 0)
+				continue;
+			if (!(r = creq_new(c, NET_OP_SNAP_CREATE, i))) {
+				rc = -ENOMEM;
+				break;
+			}
+			r->a.cont = ct->uuid;
+			r->a.epoch = (uint64_t)token << 32 | ms;
+			r->hflags = NET_F_SNAP_HOLD;
+			r->in = h[i].clock;
+			r->in_cap = sizeof(h[i].clock);
+			r->on_done = hold_done;
+			r->ctx = &h[i];
+			rc = creq_submit(r, NULL, p);
+		}
+		if (p && rc < 0)
+			p->rc = rc;
+		if (p)
+			rc = creq_seal(p, NULL);
+		for (unsigned i = 0; i < n && rc == 0; i++) {
+			uint64_t e = 0;
+
+			if (h[i].rc == 1)
+				continue;
+			if (h[i].rc == -EAGAIN && ms) {
+				held++; /* its table of holds is full: others' snapshots */
+				continue;
+			}
+			if ((rc = h[i].rc) < 0)
+				break;
+			if (h[i].in_len != 8) {
+				rc = -EPROTO; /* an engine that takes it for a snapshot */
+				break;
+			}
+			for (int b = 7; b >= 0; b--)
+				e = e << 8 | h[i].clock[b];
+			held += h[i].held;
+			clock = e > clock ? e : clock;
+		}
+		if (rc == 0 && ms && !held && !drained) {
+			drained = true; /* once more: see above */
+			continue;
+		}
+		if (rc < 0 || !ms || !held) {
+			if (rc == 0 && clock_out)
+				*clock_out = clock;
+			free(h);
+			return rc;
+		}
+		drained = false;
+		if (agent_now_ms() > until) {
+			free(h);
+			return -EBUSY; /* an EC write held its lease all along */
+		}
+		nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+	}
+}
+
 int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 {
 	struct net_args a = {0};
 	bool done[CONN_TARGETS_MAX] = {false};
-	struct creq *r;
-	uint64_t epoch = 0;
-	unsigned first;
+	lode_epoch_t clock = 0;
+	uint32_t token = 0;
 	int rc;
 
 	if (!ct || !epoch_out)
@@ -1937,19 +2045,20 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	}
 	if ((rc = targets_reachable(ct->c)) < 0)
 		return rc; /* no snapshot left on some targets only */
-	/* The first reachable target's clock picks the epoch; the others
-	 * retain the same one. */
-	first = conn_target_first(ct->c);
-	if (!(r = creq_new(ct->c, NET_OP_SNAP_CREATE, first)))
-		return -ENOMEM;
-	r->a.cont = ct->uuid;
-	r->on_done = val_done;
-	r->ctx = &epoch;
-	if ((rc = creq_submit(r, NULL, NULL)) < 0)
+	/* The barrier first: with no EC write of the container in flight
+	 * anywhere, and the epoch above every target's clock (each takes it
+	 * as its own clock's floor), a snapshot never cuts one in two (its
+	 * pieces land at their own engines' clocks), which would leave the
+	 * snapshot's stripes with parity that matches neither. */
+	if (getrandom(&token, sizeof(token), GRND_NONBLOCK) != (ssize_t)sizeof(token))
+		token = (uint32_t)agent_now_ms() ^ (uint32_t)getpid() << 16;
+	if ((rc = snap_hold(ct, token, ct->c->timeout_ms > SNAP_HOLD_MAX_MS / 2 ? SNAP_HOLD_MAX_MS
+					: 2 * ct->c->timeout_ms, &clock)) < 0) {
+		(void)snap_hold(ct, token, 0, NULL);
 		return rc;
+	}
 	a.cont = ct->uuid;
-	a.epoch = epoch;
-	done[first] = true;
+	a.epoch = clock + 1;
 	rc = snap_send(ct->c, &a, done);
 	/* An engine that joined after the fetch above lists snapshots in its
 	 * walk, maybe before the first target took this one: a second fetch
@@ -1958,6 +2067,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	if (rc == 0 && !ct->c->map_local &&
 	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
 		rc = snap_send(ct->c, &a, done);
+	(void)snap_hold(ct, token, 0, NULL);
 	if (rc < 0) {
 		/* Taken on some targets: dropped again where it was sent, so
 		 * that a failure leaves no snapshot (the first error is what
@@ -1965,7 +2075,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 		conn_targets_undo(ct->c, NET_OP_SNAP_DESTROY, &a, done);
 		return rc;
 	}
-	*epoch_out = epoch;
+	*epoch_out = a.epoch;
 	return 0;
 }
 

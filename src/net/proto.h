@@ -33,10 +33,11 @@
 #include "lode/types.h"
 
 #define NET_MAGIC 0x45444f4cu /* "LODE" read as little-endian */
-#define NET_VERSION 5 /* 2: capabilities checked, the welcome names the management port;
+#define NET_VERSION 6 /* 2: capabilities checked, the welcome names the management port;
 			* 3: updates and punches carry an epoch (rebuild's);
 			* 4: write leases (NET_OP_LEASE);
-			* 5: NET_OP_DKEY_DROP, NET_OP_OBJ_FOLD */
+			* 5: NET_OP_DKEY_DROP, NET_OP_OBJ_FOLD;
+			* 6: NET_F_SNAP_HOLD, snapshot epochs above every clock */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -106,6 +107,12 @@ enum net_flag {
 				      * object or key with a record, punched ones too,
 				      * whatever the epoch (the reclaim's walk, a rebuild's
 				      * copy of snapshots); needs admin rights */
+	NET_F_SNAP_HOLD = 1u << 7,   /* NET_OP_SNAP_CREATE: no snapshot, a barrier before
+				      * one: hold writers' EC leases of the container, for
+				      * the taker whose token is the epoch's high 32 bits,
+				      * for the ms in its low ones (0: let go); the reply's
+				      * value is the leases still held, its data the
+				      * target's clock */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

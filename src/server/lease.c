@@ -152,6 +152,12 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 			return -EBUSY;
 		}
 	}
+	for (unsigned i = 0; i < LEASE_HOLDS && !a->reader && !(l && l->token) && klen >= 16; i++) {
+		if (t->holds[i].until_us > now_us && !memcmp(t->holds[i].cont, key, 16)) {
+			*left_ms = (t->holds[i].until_us - now_us + 999) / 1000;
+			return -EBUSY; /* a snapshot is being taken: after it */
+		}
+	}
 	if (!(l && l->token) && t->held >= t->max) {
 		sweep(t, now_us);
 		if (t->held >= t->max)
@@ -169,6 +175,41 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	l->reader = a->reader;
 	*torn = (struct lease_torn){.torn = l->torn, .off = l->torn_off, .end = l->torn_end};
 	return 0;
+}
+
+int lease_hold(struct lease_tab *t, const uint8_t cont[16], uint32_t token, uint64_t until_us,
+	       uint64_t now_us)
+{
+	int fr = -1;
+
+	for (unsigned i = 0; i < LEASE_HOLDS; i++) {
+		if (t->holds[i].until_us && t->holds[i].token == token &&
+		    !memcmp(t->holds[i].cont, cont, 16)) {
+			t->holds[i].until_us = until_us;
+			return 0;
+		}
+		if (fr < 0 && t->holds[i].until_us <= now_us)
+			fr = (int)i; /* free, or run out */
+	}
+	if (!until_us)
+		return 0;
+	if (fr < 0)
+		return -ENOSPC;
+	memcpy(t->holds[fr].cont, cont, 16);
+	t->holds[fr].token = token;
+	t->holds[fr].until_us = until_us;
+	return 0;
+}
+
+unsigned lease_held_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now_us)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < t->nb && t->held; i++)
+		for (const struct lease *l = t->b[i]; l; l = l->next)
+			n += l->token && !l->reader && l->expires_us > now_us && l->klen >= 16 &&
+			     !memcmp(l->key, cont, 16);
+	return n;
 }
 
 int lease_renew(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,

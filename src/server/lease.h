@@ -48,11 +48,18 @@ struct lease_torn {
 	uint64_t off, end;
 };
 
+#define LEASE_HOLDS 8u /* containers held at once (lease_hold) */
+
 struct lease_tab {
 	struct lease **b; /* buckets */
 	unsigned nb;      /* a power of two */
 	unsigned n;       /* keys: leases held and torn marks */
 	unsigned held, max; /* leases held (some may have run out), and the most */
+	struct {
+		uint8_t cont[16];
+		uint32_t token;    /* the snapshot taker's */
+		uint64_t until_us; /* 0: a free place */
+	} holds[LEASE_HOLDS];
 };
 
 /*
@@ -72,6 +79,21 @@ void lease_tab_fini(struct lease_tab *t);
  */
 int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn);
+
+/*
+ * A snapshot's barrier (lode_snap_create; docs/decisions/0012): while a
+ * hold on a container lasts, writers may not take leases of its arrays
+ * (-EBUSY; degraded readers and the holders themselves may), so once the
+ * leases held are given back, no EC write of it is in flight here.
+ * lease_hold: taker token's hold of container cont (its 16 bytes, which
+ * begin every lease key) until until_us, or let go (0); each taker's hold
+ * is its own, so one letting go leaves another's; -ENOSPC with
+ * LEASE_HOLDS others held. lease_held_in: writers' leases of cont held now
+ * (not run out).
+ */
+int lease_hold(struct lease_tab *t, const uint8_t cont[16], uint32_t token, uint64_t until_us,
+	       uint64_t now_us);
+unsigned lease_held_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now_us);
 
 /*
  * Renew the lease a->token holds, for a->dur_ms from now_us: 0, or -ENOENT

@@ -201,6 +201,19 @@ static lode_epoch_t hlc_now(void)
 	return next;
 }
 
+/* The clock moved to e at least (a snapshot's epoch, picked above every
+ * target's clock, and no further ahead of ours than SNAP_AHEAD_NS):
+ * whatever lands here after the snapshot is above it. */
+#define SNAP_AHEAD_NS (10ull * 1000 * 1000 * 1000)
+
+static void hlc_observe(lode_epoch_t e)
+{
+	uint64_t last = atomic_load(&hlc_last);
+
+	while (last < e && !atomic_compare_exchange_weak(&hlc_last, &last, e))
+		;
+}
+
 /* ---- ops ------------------------------------------------------------------ */
 
 static struct srv_op *op_get(struct srv_tgt *t)
@@ -1048,6 +1061,37 @@ static void op_lease(struct srv_op *op)
 }
 
 /*
+ * NET_OP_SNAP_CREATE with NET_F_SNAP_HOLD, a snapshot's barrier (lease.h,
+ * lode_snap_create): writers' leases of the container are held back, by
+ * the taker whose token is the epoch's high 32 bits, for the ms in its low
+ * ones (at most LEASE_MAX_MS; 0: let go). Answers how many are held now,
+ * with this engine's clock (8 bytes) as data.
+ */
+static void op_snap_hold(struct srv_op *op)
+{
+	uint64_t now = now_us(), ms = op->a.epoch & 0xffffffffu;
+	uint32_t token = (uint32_t)(op->a.epoch >> 32);
+	lode_epoch_t e = hlc_now();
+
+	if (ms > LEASE_MAX_MS)
+		ms = LEASE_MAX_MS;
+	op->rc = lease_hold(&op->t->leases, op->a.cont.b, token, ms ? now + ms * 1000 : 0, now);
+	if (op->rc == -ENOSPC)
+		op->rc = -EAGAIN; /* others' snapshots hold every place: asked again */
+	if (op->rc < 0)
+		return;
+	op->val = lease_held_in(&op->t->leases, op->a.cont.b, now);
+	if (!op_buf(op, 8)) {
+		op->rc = -ENOMEM;
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		op->buf[i] = (uint8_t)(e >> (8 * i));
+	op->data = op->buf;
+	op->data_len = 8;
+}
+
+/*
  * Whether the reclaim may drop a dkey (DKEY_DROP) or fold an object's
  * punches (OBJ_FOLD) on t now (docs/decisions/0014): the engine's own
  * map is as new as the one the request was placed with, so every write
@@ -1107,8 +1151,20 @@ static void op_dispatch(struct srv_op *op)
 		op->rc = eng_cont_destroy(t->eng, &a->cont);
 		break;
 	case NET_OP_SNAP_CREATE:
+		if (op->hdr.flags & NET_F_SNAP_HOLD) {
+			op_snap_hold(op);
+			break;
+		}
 		op->val = a->epoch ? a->epoch : hlc_now();
-		op->rc = eng_snap_create(t->eng, &a->cont, op->val);
+		/* A snapshot's epoch is at most a little past this clock (the
+		 * latest any target said, + 1): one far ahead would drag every
+		 * container's writes here up with it. */
+		if (op->val != LODE_EPOCH_MAX && op->val > hlc_now() + SNAP_AHEAD_NS) {
+			op->rc = -EINVAL;
+			break;
+		}
+		if ((op->rc = eng_snap_create(t->eng, &a->cont, op->val)) == 0)
+			hlc_observe(op->val);
 		break;
 	case NET_OP_SNAP_DESTROY:
 		op->rc = eng_snap_destroy(t->eng, &a->cont, a->epoch);

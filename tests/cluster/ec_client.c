@@ -68,6 +68,15 @@
  *                                 "punch" and "check" (after the punch)
  *                                 take them from $ENDS_OBJS (the map may
  *                                 have moved them).
+ *   straddle ADDR CONT CLASS N    one thread rewrites stripe 0 of an array
+ *                                 whole, over and over, while N snapshots
+ *                                 are taken (and destroyed); each snapshot's
+ *                                 view of every member is read from the
+ *                                 member alone, and a view whose parity is
+ *                                 not the code of its data (a write the
+ *                                 snapshot cut in two: decision 0012, the
+ *                                 barrier in lode_snap_create) is counted.
+ *                                 Exits 1 if any was.
  *   olist ADDR CONT CLASS N       N key-value objects of the container's
  *                                 class written, then listed: every listed
  *                                 id is a caller's and reads back.
@@ -88,6 +97,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1001,6 +1011,88 @@ static int cmd_ends(struct ctx *x, const struct layout_class *lc, uint32_t engin
 	return 0;
 }
 
+struct straddle {
+	struct ctx *x;
+	struct lode_oid o;
+	unsigned len; /* a stripe */
+	atomic_bool stop;
+	unsigned writes;
+};
+
+static void *straddle_writer(void *arg)
+{
+	struct straddle *sd = arg;
+	uint8_t *b = malloc(sd->len);
+
+	for (uint64_t i = 1; b && !atomic_load(&sd->stop); i++) {
+		int rc;
+
+		fill(b, sd->len, i);
+		if ((rc = lode_obj_write(sd->x->ct, sd->o, &akey, 0, b, sd->len, NULL)) < 0)
+			die("straddle write", rc);
+		sd->writes++;
+	}
+	free(b);
+	return NULL;
+}
+
+static int cmd_straddle(struct ctx *x, const struct layout_class *lc, unsigned n)
+{
+	unsigned nm = lc->k + lc->p, cut = 0;
+	struct straddle sd = {.x = x, .len = lc->k * EC_IO_CELL};
+	uint8_t *cell[EC_CELLS_MAX], *par[EC_P_MAX];
+	struct ec_codec *codec;
+	pthread_t th;
+	int rc;
+
+	if (lc->redun != LAYOUT_R_EC || ec_codec_create(lc->k, lc->p, &codec) < 0) {
+		printf("FAIL straddle needs an EC class\n");
+		return 1;
+	}
+	sd.o = lode_oid_make(LODE_OT_ARRAY, x->cls, 0x57a, 0);
+	for (unsigned m = 0; m < nm; m++)
+		cell[m] = malloc(EC_IO_CELL);
+	for (unsigned j = 0; j < lc->p; j++)
+		par[j] = malloc(EC_IO_CELL);
+	pthread_create(&th, NULL, straddle_writer, &sd);
+	for (unsigned i = 0; i < n; i++) {
+		lode_epoch_t e;
+
+		usleep(1000 + (unsigned)(rng(&x->seed) % 4000));
+		if ((rc = lode_snap_create(x->ct, &e)) < 0)
+			die("straddle snapshot", rc);
+		for (unsigned m = 0; m < nm; m++) {
+			struct creq *r = conn_key_req(x->ct, NET_OP_ARR_FETCH, sd.o, &akey);
+
+			memset(cell[m], 0, EC_IO_CELL);
+			r->pinned = true;
+			r->member = (uint8_t)m;
+			r->a.epoch = e;
+			conn_value_in(r, cell[m], EC_IO_CELL);
+			if ((rc = creq_submit(r, NULL, NULL)) < 0 && rc != -ENOENT)
+				die("straddle member read", rc);
+		}
+		ec_encode(codec, cell, par, EC_IO_CELL);
+		for (unsigned j = 0; j < lc->p; j++)
+			if (memcmp(par[j], cell[lc->k + j], EC_IO_CELL) != 0) {
+				cut++;
+				break;
+			}
+		if ((rc = lode_snap_destroy(x->ct, e)) < 0)
+			die("straddle snapshot destroy", rc);
+	}
+	atomic_store(&sd.stop, true);
+	pthread_join(th, NULL);
+	for (unsigned m = 0; m < nm; m++)
+		free(cell[m]);
+	for (unsigned j = 0; j < lc->p; j++)
+		free(par[j]);
+	ec_codec_destroy(codec);
+	printf("%s straddle: %u of %u snapshots cut a write in two (%u writes meanwhile)\n",
+	       cut ? "FAIL" : "ok  ", cut, n, sd.writes);
+	return cut ? 1 : 0;
+}
+
 /*
  * Objects of the container's class (class byte 0) as lode_obj_list gives
  * them: n key-value objects written, then every object listed; each listed
@@ -1115,6 +1207,7 @@ int main(int argc, char **argv)
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
 				"       ec_client ends ADDR CONT CLASS ENGINE write|punch|check\n"
 				"       ec_client olist ADDR CONT CLASS N\n"
+				"       ec_client straddle ADDR CONT CLASS N\n"
 				"       ec_client rread ADDR CONT CLASS N\n"
 				"       ec_client punch ADDR CONT CLASS N\n"
 				"       ec_client sizes ADDR CONT CLASS SEED\n");
@@ -1144,6 +1237,9 @@ int main(int argc, char **argv)
 		rc = cmd_tear(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "pick")) {
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "straddle")) {
+		x.seed = 12345;
+		rc = cmd_straddle(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "ends") && argc > 6) {
 		rc = cmd_ends(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10), argv[6]);
 	} else if (!strcmp(argv[1], "olist")) {

@@ -6,7 +6,8 @@
  * torn for the next holder, with the range its holders wrote, until one
  * gives it back whole, also when a holder that lost its lease gives it
  * back torn late; bad arguments; a full table refuses new leases (torn
- * marks do not count).
+ * marks do not count); a snapshot's hold keeps new writers of its
+ * container out.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -241,6 +242,60 @@ static void test_reader(void **state)
 	lease_tab_fini(&t);
 }
 
+/*
+ * A snapshot's hold (lease_hold): writers' takes of the held container's
+ * keys are refused with the hold's time left, readers' and the holder's
+ * own are not, other containers' neither; lease_held_in counts the
+ * container's writers' leases held now; one taker letting go leaves
+ * another's hold; a hold runs out; a full table of holds is -ENOSPC.
+ */
+static void test_hold(void **state)
+{
+	static const uint8_t c1[16] = "container-one..", c2[16] = "container-two..";
+	char k1[20], k1b[20], k2[20];
+	struct lease_tab t;
+	struct lease_ask rd = {.token = 50, .session = 3, .dur_ms = 100, .len = 1, .reader = true};
+	struct lease_ask w = {.token = 60, .session = 3, .dur_ms = 100, .len = 1};
+	uint64_t left = 0;
+
+	(void)state;
+	memcpy(k1, c1, 16), memcpy(k1 + 16, "arr1", 4);
+	memcpy(k1b, c1, 16), memcpy(k1b + 16, "arr2", 4);
+	memcpy(k2, c2, 16), memcpy(k2 + 16, "arr1", 4);
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	assert_int_equal(lease_take(&t, k1, 20, &w, 0, &left, &last), 0); /* held before */
+	assert_int_equal(lease_held_in(&t, c1, 1 * MS), 1);
+	assert_int_equal(lease_hold(&t, c1, 7, 10 * MS, 1 * MS), 0);
+	/* A new writer of c1 waits, told the hold's time left; its holder may
+	 * take its own again; a reader may; c2's writers may. */
+	w.token = 61;
+	assert_int_equal(lease_take(&t, k1b, 20, &w, 2 * MS, &left, &last), -EBUSY);
+	assert_int_equal(left, 8);
+	w.token = 60;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 2 * MS, &left, &last), 0);
+	assert_int_equal(lease_take(&t, k1b, 20, &rd, 2 * MS, &left, &last), 0);
+	w.token = 62;
+	assert_int_equal(lease_take(&t, k2, 20, &w, 2 * MS, &left, &last), 0);
+	/* Readers do not count; the held writer does until it gives back. */
+	assert_int_equal(lease_held_in(&t, c1, 3 * MS), 1);
+	w.token = 60;
+	assert_int_equal(lease_give(&t, k1, 20, &w, false), 0);
+	assert_int_equal(lease_held_in(&t, c1, 3 * MS), 0);
+	/* A second taker's hold; the first lets go: still held. */
+	assert_int_equal(lease_hold(&t, c1, 8, 10 * MS, 3 * MS), 0);
+	assert_int_equal(lease_hold(&t, c1, 7, 0, 3 * MS), 0);
+	w.token = 63;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 4 * MS, &left, &last), -EBUSY);
+	/* The second's runs out. */
+	assert_int_equal(lease_take(&t, k1, 20, &w, 11 * MS, &left, &last), 0);
+	/* LEASE_HOLDS holds at once, then -ENOSPC; a run-out one's place is free. */
+	for (uint32_t i = 0; i < LEASE_HOLDS; i++)
+		assert_int_equal(lease_hold(&t, c2, 100 + i, 20 * MS, 12 * MS), 0);
+	assert_int_equal(lease_hold(&t, c1, 9, 20 * MS, 12 * MS), -ENOSPC);
+	assert_int_equal(lease_hold(&t, c1, 9, 30 * MS, 21 * MS), 0);
+	lease_tab_fini(&t);
+}
+
 /* A renewal succeeds only while the lease is still the holder's. */
 static void test_renew(void **state)
 {
@@ -334,6 +389,7 @@ int main(void)
 		cmocka_unit_test(test_torn_range),
 		cmocka_unit_test(test_late_torn),
 		cmocka_unit_test(test_reader),
+		cmocka_unit_test(test_hold),
 		cmocka_unit_test(test_renew),
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_bad_and_full),
