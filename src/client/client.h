@@ -597,6 +597,19 @@ int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
 		 lode_epoch_t epoch, const struct lode_key *k, uint64_t *size_out);
 
 /*
+ * A request's own answer, apart from its parent's result: on_done =
+ * conn_answer_done with ctx the answer gets the request's rc, value and
+ * bytes received, and leaves the request's rc 0 (a lease's, a snapshot
+ * barrier's).
+ */
+struct conn_answer {
+	int rc;
+	uint64_t val;
+	size_t in_len;
+};
+void conn_answer_done(struct creq *r);
+
+/*
  * An EC array's end mark (ec_io.c, docs/decisions/0018): a byte array on
  * every parity member, under the same dkey and the akey CONN_EC_MARK + the
  * array's akey, with one byte at the last array byte of each write, so

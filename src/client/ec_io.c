@@ -216,8 +216,7 @@ struct ec_ctx {
 static int lease_take_whole(struct ec_ctx *x);
 static int lease_take_read(struct ec_ctx *x);
 static void lease_give(struct ec_ctx *x);
-static int mark_pieces(struct ec_ctx *x, struct pieces *ps, uint16_t op, uint64_t off,
-		       uint64_t len);
+static int mark_set(struct ec_ctx *x, uint64_t end, uint64_t off, uint64_t len);
 static int data_end(const struct ec_ctx *x, const struct piece *pc, uint64_t *end,
 		    unsigned *dlost);
 
@@ -592,22 +591,6 @@ static void lease_range(struct ec_ctx *x, uint64_t off, uint64_t len)
 	x->lease_len = (s1 - s0 + 1) * EC_IO_CELL;
 }
 
-/* A lease taken: its result, its torn flag, and how many bytes of range came. */
-struct lease_reply {
-	int rc;
-	uint64_t val;
-	size_t in_len;
-};
-
-static void lease_done(struct creq *r)
-{
-	struct lease_reply *lr = r->ctx;
-
-	lr->rc = r->rc;
-	lr->val = r->val;
-	lr->in_len = r->in_len;
-	r->rc = 0;
-}
 
 /* A NET_OP_LEASE of x's array to member m: take it for ms, or give it back (0). */
 static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms)
@@ -631,7 +614,7 @@ static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint
  * wait: the result, with lr and range filled.
  */
 static int lease_ask(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms, bool renew,
-		     struct lease_reply *lr, uint8_t range[16])
+		     struct conn_answer *lr, uint8_t range[16])
 {
 	struct creq *r = lease_req(x, m, token, ms);
 	int rc;
@@ -642,7 +625,7 @@ static int lease_ask(struct ec_ctx *x, unsigned m, uint64_t token, uint32_t ms, 
 		r->hflags |= NET_F_LEASE_RENEW; /* -ENOENT if it is not still ours */
 	r->in = range;
 	r->in_cap = 16;
-	r->on_done = lease_done;
+	r->on_done = conn_answer_done;
 	r->ctx = lr;
 	if ((rc = creq_submit(r, NULL, NULL)) == 0)
 		rc = lr->rc;
@@ -662,7 +645,7 @@ static int lease_take(struct ec_ctx *x)
 		ms = UINT32_MAX;
 	for (;;) {
 		int m = lease_host(x), rc;
-		struct lease_reply pc = {0};
+		struct conn_answer pc = {0};
 		uint8_t range[16];
 
 		if (m < 0)
@@ -714,7 +697,7 @@ static int lease_take(struct ec_ctx *x)
 static int lease_renew(struct ec_ctx *x)
 {
 	uint64_t ms = (uint64_t)x->ct->c->timeout_ms * LEASE_TIMEOUTS;
-	struct lease_reply lr = {0};
+	struct conn_answer lr = {0};
 	uint8_t range[16];
 	int rc;
 
@@ -823,16 +806,10 @@ static int mend_array(struct ec_ctx *x)
 	 * landed where its data did not: set at the data members' end (every
 	 * one is live here), and punched past it. */
 	if (rc == 0 && x->marked) {
-		struct pieces ws = {0};
 		unsigned dlost;
 
-		if ((rc = data_end(x, sz, &end, &dlost)) == 0 && end &&
-		    (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
-			rc = write_run(x, &ws);
-		ws.n = 0;
-		if (rc == 0 && (rc = mark_pieces(x, &ws, NET_OP_ARR_PUNCH, end, UINT64_MAX - end)) == 0)
-			rc = write_run(x, &ws);
-		free(ws.v);
+		if ((rc = data_end(x, sz, &end, &dlost)) == 0)
+			rc = mark_set(x, end, end, UINT64_MAX - end);
 	}
 	if (rc == 0)
 		x->torn = false;
@@ -1056,6 +1033,22 @@ static int mark_pieces(struct ec_ctx *x, struct pieces *ps, uint16_t op, uint64_
 	return 0;
 }
 
+/* The mark set at end (one byte at end - 1; none for 0), then punched
+ * over [off, off + len), which does not hold end - 1. */
+static int mark_set(struct ec_ctx *x, uint64_t end, uint64_t off, uint64_t len)
+{
+	struct pieces ws = {0};
+	int rc = 0;
+
+	if (end && (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
+		rc = write_run(x, &ws);
+	ws.n = 0;
+	if (rc == 0 && (rc = mark_pieces(x, &ws, NET_OP_ARR_PUNCH, off, len)) == 0)
+		rc = write_run(x, &ws);
+	free(ws.v);
+	return rc;
+}
+
 /* The mark's size (the most a live parity member holds; 0: none), or
  * -ENOENT when no parity member answered. */
 static int mark_read(struct ec_ctx *x, uint64_t *end)
@@ -1119,7 +1112,6 @@ static int data_end(const struct ec_ctx *x, const struct piece *pc, uint64_t *en
 static int mark_after_punch(struct ec_ctx *x, uint64_t off, uint64_t len, uint64_t old)
 {
 	struct piece pc[EC_CELLS_MAX];
-	struct pieces ws = {0};
 	uint64_t end;
 	unsigned dlost;
 	int rc;
@@ -1133,8 +1125,6 @@ static int mark_after_punch(struct ec_ctx *x, uint64_t off, uint64_t len, uint64
 		end = 0; /* nothing bounds the lost member's end: no mark made */
 	else if (dlost && (off < old ? off : old) > end)
 		end = off < old ? off : old;
-	if (end && (rc = mark_pieces(x, &ws, NET_OP_ARR_UPDATE, end - 1, 1)) == 0)
-		rc = write_run(x, &ws);
 	/* With every data member live the end is exact: mark bytes between it
 	 * and the punch (a bound left by an earlier punch, a torn write's)
 	 * go too. */
@@ -1142,11 +1132,7 @@ static int mark_after_punch(struct ec_ctx *x, uint64_t off, uint64_t len, uint64
 		len += off - end;
 		off = end;
 	}
-	ws.n = 0;
-	if (rc == 0 && (rc = mark_pieces(x, &ws, NET_OP_ARR_PUNCH, off, len)) == 0)
-		rc = write_run(x, &ws);
-	free(ws.v);
-	return rc;
+	return mark_set(x, end, off, len);
 }
 
 int conn_ec_write(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,

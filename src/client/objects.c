@@ -1923,23 +1923,21 @@ static int snap_send(lode_conn_t *c, const struct net_args *a, bool *done)
 
 #define SNAP_HOLD_MAX_MS 600000u /* the longest hold a target grants (LEASE_MAX_MS) */
 
-/* One target's answer to a snapshot's barrier: leases held, and its clock. */
-struct hold_reply {
-	int rc;
-	uint64_t held;
-	size_t in_len;
-	uint8_t clock[8];
-};
-
-static void hold_done(struct creq *r)
+void conn_answer_done(struct creq *r)
 {
-	struct hold_reply *h = r->ctx;
+	struct conn_answer *a = r->ctx;
 
-	h->rc = r->rc;
-	h->held = r->val;
-	h->in_len = r->in_len;
+	a->rc = r->rc;
+	a->val = r->val;
+	a->in_len = r->in_len;
 	r->rc = 0;
 }
+
+/* One target's answer to a snapshot's barrier: leases held (val), and its clock. */
+struct hold_reply {
+	struct conn_answer a;
+	uint8_t clock[8];
+};
 
 /*
  * A snapshot's barrier (docs/decisions/0012): every reachable target holds
@@ -1969,7 +1967,7 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 
 		rc = p ? 0 : -ENOMEM;
 		for (unsigned i = 0; i < n && rc == 0; i++) {
-			h[i] = (struct hold_reply){.rc = 1}; /* 1: not asked */
+			h[i] = (struct hold_reply){.a.rc = 1}; /* 1: not asked */
 			if (conn_target_reach(c, i) != 0)
 				continue;
 			if (!(r = creq_new(c, NET_OP_SNAP_CREATE, i))) {
@@ -1981,8 +1979,8 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 			r->hflags = NET_F_SNAP_HOLD;
 			r->in = h[i].clock;
 			r->in_cap = sizeof(h[i].clock);
-			r->on_done = hold_done;
-			r->ctx = &h[i];
+			r->on_done = conn_answer_done;
+			r->ctx = &h[i].a;
 			rc = creq_submit(r, NULL, p);
 		}
 		if (p && rc < 0)
@@ -1992,21 +1990,21 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 		for (unsigned i = 0; i < n && rc == 0; i++) {
 			uint64_t e = 0;
 
-			if (h[i].rc == 1)
+			if (h[i].a.rc == 1)
 				continue;
-			if (h[i].rc == -EAGAIN && ms) {
+			if (h[i].a.rc == -EAGAIN && ms) {
 				held++; /* its table of holds is full: others' snapshots */
 				continue;
 			}
-			if ((rc = h[i].rc) < 0)
+			if ((rc = h[i].a.rc) < 0)
 				break;
-			if (h[i].in_len != 8) {
+			if (h[i].a.in_len != 8) {
 				rc = -EPROTO; /* an engine that takes it for a snapshot */
 				break;
 			}
 			for (int b = 7; b >= 0; b--)
 				e = e << 8 | h[i].clock[b];
-			held += h[i].held;
+			held += h[i].a.val;
 			clock = e > clock ? e : clock;
 		}
 		if (rc == 0 && ms && !held && !drained) {

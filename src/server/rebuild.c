@@ -651,6 +651,30 @@ static int ec_data_end(struct pass *p, const struct ec_group *g, const struct lo
 }
 
 /*
+ * Parity member m's end mark (key mk) at end, on target t at epoch at: one
+ * byte at end - 1 (none for 0), and punched from end on. copy: t is a
+ * replacement or a move's new place (copy_write, which makes the container
+ * there), and at a rebuild's epoch.
+ */
+static int mark_put(struct pass *p, unsigned t, bool copy, const struct ec_group *g, unsigned m,
+		    const struct lode_key *mk, lode_epoch_t at, uint64_t end)
+{
+	static const uint8_t zero;
+	struct conn_tgt_io wr = {.epoch = at, .off = end - 1, .len = 1, .out = &zero,
+				 .rebuild = copy};
+	struct conn_tgt_io pu = {.epoch = at, .off = end, .len = UINT64_MAX - end, .rebuild = copy};
+	int rc = 0;
+
+	if (end)
+		rc = copy ? copy_write(p, t, NET_OP_ARR_UPDATE, mo(g, m), mk, &wr)
+			  : conn_tgt_io(p->ct, t, NET_OP_ARR_UPDATE, mo(g, m), mk, &wr);
+	if (rc == 0)
+		rc = copy ? copy_write(p, t, NET_OP_ARR_PUNCH, mo(g, m), mk, &pu)
+			  : conn_tgt_io(p->ct, t, NET_OP_ARR_PUNCH, mo(g, m), mk, &pu);
+	return rc;
+}
+
+/*
  * After a torn array's mend (every data member live): its end mark set at
  * the data's end on every live parity member, and a moving one's new
  * place, and punched past it; a torn write's mark may fall short of its
@@ -658,7 +682,6 @@ static int ec_data_end(struct pass *p, const struct ec_group *g, const struct lo
  */
 static int ec_mend_mark(struct pass *p, const struct ec_group *g, const struct lode_key *k)
 {
-	static const uint8_t zero;
 	uint8_t mkb[LODE_KEY_MAX];
 	struct lode_key mk;
 	uint64_t end;
@@ -667,22 +690,11 @@ static int ec_mend_mark(struct pass *p, const struct ec_group *g, const struct l
 	if (!conn_ec_mark_key(k, mkb, &mk) || (rc = ec_data_end(p, g, k, p->nsnaps, &end)) > 0)
 		return 0;
 	for (unsigned m = g->cls->k; m < (unsigned)g->n && rc == 0; m++) {
-		struct conn_tgt_io wr = {.epoch = LODE_EPOCH_MAX, .off = end - 1, .len = 1,
-					 .out = &zero};
-		struct conn_tgt_io pu = {.epoch = LODE_EPOCH_MAX, .off = end, .len = UINT64_MAX - end};
-
 		if (g->m.tgt[m] < 0)
 			continue;
-		if (end)
-			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_UPDATE, mo(g, m), &mk,
-					 &wr);
-		if (rc == 0)
-			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_PUNCH, mo(g, m), &mk,
-					 &pu);
-		if (rc == 0 && g->m.dst[m] >= 0 && end)
-			rc = copy_write(p, (unsigned)g->m.dst[m], NET_OP_ARR_UPDATE, mo(g, m), &mk, &wr);
+		rc = mark_put(p, (unsigned)g->m.tgt[m], false, g, m, &mk, LODE_EPOCH_MAX, end);
 		if (rc == 0 && g->m.dst[m] >= 0)
-			rc = copy_write(p, (unsigned)g->m.dst[m], NET_OP_ARR_PUNCH, mo(g, m), &mk, &pu);
+			rc = mark_put(p, (unsigned)g->m.dst[m], true, g, m, &mk, LODE_EPOCH_MAX, end);
 	}
 	return rc;
 }
@@ -966,14 +978,12 @@ static int ec_mark(struct pass *p, const struct ec_group *g, const struct lode_k
  * With every parity member lost, no live member holds the array's end
  * mark (ec_mark has nothing to copy): made again on their replacements
  * from the data members' sizes, which are all live then, in every view:
- * one byte at its end, and punched past it where the view before reached
- * further.
+ * one byte at its end, and punched past it (where the view before reached
+ * further).
  */
 static int ec_mark_make(struct pass *p, const struct ec_group *g, const struct lode_key *mk,
 			const struct lode_key *k, int v0)
 {
-	static const uint8_t zero;
-	uint64_t prev = 0;
 	int rc;
 
 	for (unsigned m = g->cls->k; m < (unsigned)g->n; m++)
@@ -984,21 +994,12 @@ static int ec_mark_make(struct pass *p, const struct ec_group *g, const struct l
 
 		if ((rc = ec_data_end(p, g, k, v, &end)) != 0)
 			return rc > 0 ? 0 : rc; /* more than p lost: nothing was rebuilt */
-		for (unsigned m = g->cls->k; m < (unsigned)g->n; m++) {
-			struct conn_tgt_io wr = {.epoch = view_write(p, v), .off = end - 1, .len = 1,
-						 .out = &zero, .rebuild = true};
-			unsigned dst = (unsigned)g->m.dst[m];
-
-			if (g->m.dst[m] < 0)
-				continue;
-			rc = end ? copy_write(p, dst, NET_OP_ARR_UPDATE, mo(g, m), mk, &wr) : 0;
-			if (rc == 0 && prev > end)
-				rc = copy_punch(p, dst, NET_OP_ARR_PUNCH, mo(g, m), mk, v, end,
-						prev - end);
-			if (rc < 0)
-				return rc;
-		}
-		prev = end;
+		for (unsigned m = g->cls->k; m < (unsigned)g->n && rc == 0; m++)
+			if (g->m.dst[m] >= 0)
+				rc = mark_put(p, (unsigned)g->m.dst[m], true, g, m, mk,
+					      view_write(p, v), end);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
