@@ -1810,6 +1810,27 @@ static void test_drop_waits_for_writes(void **state)
 
 /* ---- the suite, per transport ---------------------------------------------- */
 
+/*
+ * A snapshot epoch far ahead of a target's clock is refused (taking it
+ * would drag every container's writes on that engine up with it), and
+ * leaves no snapshot.
+ */
+static void test_snap_epoch_ahead(void **state)
+{
+	struct tctx *t = *state;
+	struct timespec now;
+	lode_epoch_t list[4];
+	struct conn_tgt_io io;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	io = (struct conn_tgt_io){.epoch = (uint64_t)now.tv_sec * 1000000000ull +
+					   (uint64_t)now.tv_nsec + 3600ull * 1000000000ull};
+	assert_int_equal(conn_tgt_io(t->cont, 0, NET_OP_SNAP_CREATE, (struct lode_oid){0, 0}, NULL,
+				     &io),
+			 -EINVAL);
+	assert_int_equal(lode_snap_list(t->cont, list, 4), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, cont_setup, cont_teardown)
 
 static const struct CMUnitTest tests[] = {
@@ -1840,6 +1861,7 @@ static const struct CMUnitTest tests[] = {
 	T(test_fragmented_reads),
 	T(test_key_errors),
 	T(test_drop_waits_for_writes),
+	T(test_snap_epoch_ahead),
 };
 
 int main(void)
