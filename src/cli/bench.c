@@ -43,6 +43,10 @@
  * before the call to the return of the lode_eq_poll that reported it, and is
  * kept in a log-linear histogram per job and direction, merged at the end.
  *
+ * With --progress (the default when stderr is a terminal) the main thread
+ * says on stderr when the jobs start, and every second how many I/Os the
+ * test phase has completed so far.
+ *
  * Exit status: 0; 1 on an I/O error (the first one is printed), a verify
  * mismatch, or a failure to connect or set up; 2 on a bad argument; 130 when
  * interrupted (what was measured is still reported).
@@ -124,6 +128,7 @@ struct bench_opts {
 	bool verify;
 	bool json;
 	bool ceiling;
+	int progress;          /* 1: lines on stderr as the run goes; -1: when stderr is a tty */
 	bool encrypt;          /* the container encrypts in the client (AES-256-GCM) */
 	uint32_t crypt_block;  /* encrypt: bytes per sealed block; 0: the service's default */
 };
@@ -144,6 +149,7 @@ static const struct bench_opts opts_default = {
 	.verify = false,
 	.json = false,
 	.ceiling = true,
+	.progress = -1,
 };
 
 static bool rw_reads(enum bench_rw rw)
@@ -378,6 +384,7 @@ static struct {
 	pthread_cond_t gate_cond;
 	unsigned gate_ready;
 	bool gate_go;
+	unsigned finished;       /* jobs that returned, under gate_lock */
 } g;
 
 static volatile sig_atomic_t g_interrupted;
@@ -457,6 +464,7 @@ struct job {
 	uint64_t issued;
 	unsigned inflight;
 	uint64_t t_done;        /* when the test phase drained; 0 if it never ran */
+	atomic_uint_fast64_t done; /* test-phase I/Os completed, for --progress */
 	struct job_stats st;
 };
 
@@ -657,6 +665,8 @@ static void slot_complete(struct job *j, struct slot *s, const struct phase *ph,
 					g_prog, j->id, s->block, bad);
 		}
 	}
+	if (ph->record)
+		atomic_fetch_add_explicit(&j->done, 1, memory_order_relaxed);
 	if (ph->record && s->t_submit >= ph->measure_ns)
 		hist_add(&j->st.hist[s->dir], now - s->t_submit);
 }
@@ -762,6 +772,10 @@ static void *job_main(void *arg)
 	pthread_mutex_unlock(&g.gate_lock);
 	if (!stopping() && !j->inflight)
 		job_phase(j, &g.run);
+	pthread_mutex_lock(&g.gate_lock);
+	g.finished++;
+	pthread_cond_broadcast(&g.gate_cond);
+	pthread_mutex_unlock(&g.gate_lock);
 	return NULL;
 }
 
@@ -1301,6 +1315,41 @@ static void print_json(const struct result *r, bool interrupted)
 	printf("}}\n");
 }
 
+/* Until every job has returned: a line a second, the I/Os completed so far. */
+static void bench_progress(struct job *jobs, unsigned started, uint64_t t_start)
+{
+	uint64_t next = t_start + NS_PER_S, now, total, last = 0;
+	struct timespec ts;
+	unsigned i;
+	bool done;
+
+	for (;;) {
+		pthread_mutex_lock(&g.gate_lock);
+		done = g.finished >= started;
+		pthread_mutex_unlock(&g.gate_lock);
+		if (done)
+			return;
+		now = now_ns();
+		if (now >= next) {
+			for (total = 0, i = 0; i < g.o.numjobs; i++)
+				total += atomic_load_explicit(&jobs[i].done, memory_order_relaxed);
+			fprintf(stderr, "%s: %" PRIu64 " s: %" PRIu64 " I/Os done, %" PRIu64
+				" in the last second\n", g_prog, (uint64_t)((now - t_start) / NS_PER_S), total,
+				total - last);
+			last = total;
+			next += NS_PER_S;
+			continue;
+		}
+		/* Short steps, so that the end of the run is not kept waiting. */
+		now += POLL_US * 1000ull;
+		if (now > next)
+			now = next;
+		ts.tv_sec = (time_t)(now / NS_PER_S);
+		ts.tv_nsec = (long)(now % NS_PER_S);
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+}
+
 /*
  * Start the jobs, let them set up and prefill, then open the gate and time
  * the test. Fills the measurement part of r.
@@ -1358,6 +1407,14 @@ static void bench_run(lode_conn_t *ctl, struct job *jobs, struct result *r)
 	g.gate_go = true;
 	pthread_cond_broadcast(&g.gate_cond);
 	pthread_mutex_unlock(&g.gate_lock);
+	if (o->progress && r->measured) {
+		if (o->runtime > 0)
+			fprintf(stderr, "%s: %u job%s running: %.3g s of ramp, then %.3g s measured\n",
+				g_prog, started, started == 1 ? "" : "s", o->ramp, o->runtime);
+		else
+			fprintf(stderr, "%s: %u job%s running: %" PRIu64 " I/Os each\n", g_prog,
+				started, started == 1 ? "" : "s", g.run.count);
+	}
 
 	if (r->measured && o->ramp > 0) {
 		/* Sleep in steps so that an error or an interrupt is not kept waiting. */
@@ -1374,6 +1431,8 @@ static void bench_run(lode_conn_t *ctl, struct job *jobs, struct result *r)
 		cpu0 = cpu_self_ns();
 	}
 
+	if (o->progress && r->measured)
+		bench_progress(jobs, started, t_start);
 	for (i = 0; i < o->numjobs; i++) {
 		if (!jobs[i].started)
 			continue;
@@ -1464,6 +1523,8 @@ static void usage(FILE *f)
 "                       from 4k to 1m (default container name bench-enc-SIZE)\n"
 "                       [the service's default, 4k]\n"
 "  --json               print one JSON object instead of the text report\n"
+"  --progress 0|1       on stderr: a line when the jobs start, then one a second\n"
+"                       with the I/Os done [1 when stderr is a terminal]\n"
 "  --help               this text\n"
 "\n"
 "examples:\n"
@@ -1582,7 +1643,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	enum {
 		O_ADDR = 256, O_TRANSPORT, O_RW, O_MIX, O_BS, O_IODEPTH, O_NUMJOBS, O_SIZE,
 		O_RUNTIME, O_RAMP, O_CONT, O_API, O_REGISTERED, O_PREFILL, O_VERIFY, O_JSON,
-		O_CEILING, O_ENCRYPT, O_CRYPT_BLOCK, O_HELP,
+		O_CEILING, O_PROGRESS, O_ENCRYPT, O_CRYPT_BLOCK, O_HELP,
 	};
 	static const struct option longopts[] = {
 		{"addr", required_argument, NULL, O_ADDR},
@@ -1602,6 +1663,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{"verify", required_argument, NULL, O_VERIFY},
 		{"json", no_argument, NULL, O_JSON},
 		{"ceiling", required_argument, NULL, O_CEILING},
+		{"progress", required_argument, NULL, O_PROGRESS},
 		{"encrypt", no_argument, NULL, O_ENCRYPT},
 		{"crypt-block", required_argument, NULL, O_CRYPT_BLOCK},
 		{"help", no_argument, NULL, O_HELP},
@@ -1610,6 +1672,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	const char *opt;
 	uint64_t v;
 	unsigned i;
+	bool progress = false;
 	int c, rc = 0;
 
 	*o = opts_default;
@@ -1689,6 +1752,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		case O_CEILING:
 			rc = parse_bool("--ceiling", optarg, &o->ceiling);
 			break;
+		case O_PROGRESS:
+			rc = parse_bool("--progress", optarg, &progress);
+			if (rc == 0)
+				o->progress = progress;
+			break;
 		case O_JSON:
 			o->json = true;
 			break;
@@ -1736,6 +1804,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	if (o->api == API_FS && o->iodepth != 1)
 		return arg_error("--api fs: liblodefs calls block, so --iodepth must be 1; "
 				 "use --numjobs for concurrency");
+	if (o->progress < 0)
+		o->progress = isatty(STDERR_FILENO);
 	return 0;
 }
 

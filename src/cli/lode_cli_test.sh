@@ -203,6 +203,14 @@ grep -q "^lode bench: --crypt-block: '3000' is not a power of two" "$dir/err" ||
 check bench-crypt-block-plain 2 L bench --crypt-block 64k
 grep -q "^lode bench: --crypt-block needs --encrypt" "$dir/err" ||
 	failed "bench-crypt-block-plain: $(cat "$dir/err")"
+check bench-progress 0 L bench --cont pb --rw write --bs 4k --size 1M --runtime 2 --ceiling 0 \
+	--json --progress 1
+grep -q '^lode bench: 1 job running: 0 s of ramp, then 2 s measured$' "$dir/err" ||
+	failed "bench-progress: no start line: $(cat "$dir/err")"
+grep -qE '^lode bench: 1 s: [1-9][0-9]* I/Os done, [0-9]+ in the last second$' "$dir/err" ||
+	failed "bench-progress: no line a second: $(cat "$dir/err")"
+grep -q '"errors":0,' "$dir/out" || failed "bench-progress: $(cat "$dir/out")"
+check bench-progress-bad 2 L bench --progress maybe
 
 # ---- a destroyed container is gone ----
 check cont-destroy-full 0 L cont destroy c1

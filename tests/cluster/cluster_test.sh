@@ -61,9 +61,11 @@ v=$(map_version "$a_addr")
 
 # ---- kill -9 of an engine: DOWN within the grace period; clients go on ----
 A cont create data --class RP_2 >/dev/null || failed "cont create"
-A bench --cont data --rw write --bs 4k --size 8M --runtime 4 --ceiling 0 --json >"$dir/bench.json" 2>"$dir/bench.err" &
+A bench --cont data --rw write --bs 4k --size 8M --runtime 4 --ceiling 0 --json --progress 1 \
+	>"$dir/bench.json" 2>"$dir/bench.err" &
 bench=$!
-sleep 1
+bench_started "the client" "$dir/bench.err" "$bench"
+sleep 0.5
 kill -9 "$c_pid"
 wait "$c_pid" 2>/dev/null
 t0=$(date +%s%N)
@@ -122,9 +124,10 @@ check "join without join_cred is a usage error" 2 "$loded" --join "$mgmt" --ram
 # why: "not serving" from engine 1, or, for a group whose other member is
 # engine 0 or the DOWN engine 2, that no member is left (host is down).
 "$lode" --addr "$b_addr" bench --cont onb --rw write --bs 4k --size 4M --runtime 8 --ceiling 0 \
-	>"$dir/bench2.out" 2>"$dir/bench2.err" &
+	--progress 1 >"$dir/bench2.out" 2>"$dir/bench2.err" &
 bench=$!
-sleep 2
+bench_started "the client of b" "$dir/bench2.err" "$bench"
+sleep 1
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
 pid=

@@ -117,14 +117,18 @@ check "cont create through the leader" 0 L "$ld" cont create data2 --class RP_2
 
 # ---- kill -9 of the leader; a client of a follower keeps writing ----
 L "$f" bench --cont data --rw write --bs 4k --size 4M --runtime 5 --ceiling 0 --json \
-	>"$dir/bench.json" 2>"$dir/bench.err" &
+	--progress 1 >"$dir/bench.json" 2>"$dir/bench.err" &
 bench=$!
 # ... and so does a client of the leader: its engine and its replica die,
 # and it finds the service on another replica for the map that says so.
+# Its jobs must have connected before the kill (a slow start under the
+# sanitizers took over a second): nothing else here knows another address.
 L "$ld" bench --cont data2 --rw write --bs 4k --size 4M --runtime 8 --ceiling 0 --json \
-	>"$dir/bench2.json" 2>"$dir/bench2.err" &
+	--progress 1 >"$dir/bench2.json" 2>"$dir/bench2.err" &
 bench2=$!
-sleep 1
+bench_started "the follower's client" "$dir/bench.err" "$bench"
+bench_started "the leader's client" "$dir/bench2.err" "$bench2"
+sleep 0.5
 kill -9 "${lpid[$ld]}"
 wait "${lpid[$ld]}" 2>/dev/null
 unset "lpid[$ld]"

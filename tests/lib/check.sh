@@ -39,6 +39,17 @@ feed() { # feed TEXT COMMAND...: run COMMAND with TEXT and a newline on stdin
 	printf '%s\n' "$text" | "$@"
 }
 
+bench_started() { # bench_started NAME ERRFILE PID: wait for `lode bench --progress 1`'s start
+	local i
+	for i in $(seq 600); do
+		grep -q "job.* running" "$2" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || break
+		sleep 0.1
+	done
+	failed "$1: bench did not start its jobs: $(cat "$2")"
+	return 1
+}
+
 checks_done() { # the summary line; the exit status says whether all passed
 	echo "$pass passed, $fails failed"
 	[ "$fails" -eq 0 ]
