@@ -301,7 +301,10 @@ void lode_cont_uuid(const lode_cont_t *cont, struct lode_uuid *uuid_out);
  * An erasure-coded write is in a snapshot whole or not at all: new EC
  * writes of the container wait while the ones in flight finish (usually
  * under a millisecond), then the snapshot is taken at an epoch above
- * every target's clock. Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as
+ * every target's clock. EC arrays a writer left half written (it died or
+ * failed mid-write) are mended first, as their next writer would mend
+ * them, so that the snapshot's stripes all have matching parity; one that
+ * cannot be (a data member lost) is left as it is. Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as
  * for lode_cont_create; a snapshot some targets took already is destroyed
  * again where reachable), -EBUSY (an EC write held its array's lease for
  * three request timeouts; the lease of a writer that died runs out after

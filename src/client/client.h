@@ -635,6 +635,18 @@ uint64_t conn_ec_end(unsigned nk, unsigned c, uint64_t n);
 int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
 		       const struct lode_key *k);
 
+/*
+ * Mend the EC array at k if it is torn (a writer died or failed mid-write,
+ * lease.h): take its lease for the members' range [off, end), make its
+ * parity the code of its data again, and give the lease back (torn again
+ * if that failed). A snapshot does this to every torn array of its
+ * container first (lode_snap_create). 0 (mended, or not torn any more),
+ * or -EIO (a data member is lost: the parity cannot be trusted), -EBUSY
+ * (held all along), or a request's error.
+ */
+int conn_ec_mend(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		 const struct lode_key *k, uint64_t off, uint64_t end);
+
 /* ---- one target, for rebuild (objects.c; src/server/rebuild.c calls it) ---- */
 
 /*

@@ -1305,6 +1305,26 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
 	return rc;
 }
 
+int conn_ec_mend(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		 const struct lode_key *k, uint64_t off, uint64_t end)
+{
+	struct ec_ctx x;
+	int rc;
+
+	if ((rc = ctx_init(&x, ct, cls, oid, k, LODE_EPOCH_MAX)) < 0)
+		return rc;
+	x.wlock = wlock_of(ct, oid, k);
+	pthread_mutex_lock(x.wlock);
+	/* The torn range is where a writer after it would say its own write
+	 * went: a mender that dies leaves the same range torn. */
+	x.lease_off = off;
+	x.lease_len = end > off ? end - off : 1;
+	rc = lease_take_whole(&x);
+	lease_give(&x); /* torn again if the mend failed */
+	pthread_mutex_unlock(x.wlock);
+	return rc;
+}
+
 /* ---- size -------------------------------------------------------------------------- */
 
 int conn_ec_size(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,

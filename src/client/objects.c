@@ -1933,11 +1933,85 @@ void conn_answer_done(struct creq *r)
 	r->rc = 0;
 }
 
-/* One target's answer to a snapshot's barrier: leases held (val), and its clock. */
+/* One target's answer to a snapshot's barrier: leases held (val), its clock, its torn arrays. */
 struct hold_reply {
 	struct conn_answer a;
-	uint8_t clock[8];
+	uint8_t *data; /* the clock (8 bytes); with NET_F_SNAP_TORN, the torn arrays after it */
 };
+
+/* What one round of the barrier found over the targets. */
+struct hold_sum {
+	uint64_t held, clock;
+	unsigned torn;
+};
+
+/*
+ * One round of the barrier's question (snap_hold) to every reachable
+ * target: hold for ms (0: let go), and with torn, list the torn arrays
+ * too. h[0, *nt) are the answers (a.rc 1: not asked), their data in *bufp
+ * (the caller frees it, also on error).
+ */
+static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
+		      struct hold_reply *h, unsigned *nt, uint8_t **bufp, struct hold_sum *sum)
+{
+	lode_conn_t *c = ct->c;
+	size_t cap = torn ? 12 + NET_TORN_LIST_MAX : 8;
+	unsigned n = c->ntargets; /* one round's: an engine may join meanwhile */
+	struct creq *p = creq_new(c, 0, 0), *r;
+	uint8_t *buf = malloc((n ? n : 1) * cap);
+	int rc = p && buf ? 0 : -ENOMEM;
+
+	*bufp = buf;
+	*nt = n;
+	*sum = (struct hold_sum){0};
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		h[i] = (struct hold_reply){.a.rc = 1, .data = buf + i * cap}; /* 1: not asked */
+		if (conn_target_reach(c, i) != 0)
+			continue;
+		if (!(r = creq_new(c, NET_OP_SNAP_CREATE, i))) {
+			rc = -ENOMEM;
+			break;
+		}
+		r->a.cont = ct->uuid;
+		r->a.epoch = (uint64_t)token << 32 | ms;
+		r->hflags = NET_F_SNAP_HOLD | (torn ? NET_F_SNAP_TORN : 0);
+		r->in = h[i].data;
+		r->in_cap = cap;
+		r->on_done = conn_answer_done;
+		r->ctx = &h[i].a;
+		rc = creq_submit(r, NULL, p);
+	}
+	if (p && rc < 0)
+		p->rc = rc;
+	if (p)
+		rc = creq_seal(p, NULL);
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		uint64_t e = 0;
+
+		if (h[i].a.rc == 1)
+			continue;
+		if (h[i].a.rc == -EAGAIN && ms) {
+			sum->held++; /* its table of holds is full: others' snapshots */
+			continue;
+		}
+		if ((rc = h[i].a.rc) < 0)
+			break;
+		/* An engine that predates NET_F_SNAP_TORN answers the clock alone;
+		 * one that took the hold for a snapshot answers no clock. */
+		if (h[i].a.in_len != 8 && !(torn && h[i].a.in_len >= 12)) {
+			rc = -EPROTO;
+			break;
+		}
+		for (int b = 7; b >= 0; b--)
+			e = e << 8 | h[i].data[b];
+		sum->held += h[i].a.val;
+		sum->clock = e > sum->clock ? e : sum->clock;
+		if (h[i].a.in_len >= 12)
+			sum->torn += (unsigned)h[i].data[8] | (unsigned)h[i].data[9] << 8 |
+				     (unsigned)h[i].data[10] << 16 | (unsigned)h[i].data[11] << 24;
+	}
+	return rc;
+}
 
 /*
  * A snapshot's barrier (docs/decisions/0012): every reachable target holds
@@ -1948,12 +2022,13 @@ struct hold_reply {
  * out), for at most three request timeouts, then -EBUSY (before writers
  * waiting behind the hold give up). *clock_out: the latest clock any said
  * in a round after the first that found none held, so that a piece that
- * landed just before its lease's give-back is below it wherever it is.
+ * landed just before its lease's give-back is below it wherever it is;
+ * *torn_out (if not NULL): the torn arrays that round found.
  */
-static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t *clock_out)
+static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t *clock_out,
+		     unsigned *torn_out)
 {
-	lode_conn_t *c = ct->c;
-	int64_t until = agent_now_ms() + 3 * (int64_t)c->timeout_ms;
+	int64_t until = agent_now_ms() + 3 * (int64_t)ct->c->timeout_ms;
 	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
 	bool drained = false;
 	int rc;
@@ -1961,59 +2036,21 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 	if (!h)
 		return -ENOMEM;
 	for (;;) {
-		struct creq *p = creq_new(c, 0, 0), *r;
-		uint64_t held = 0, clock = 0;
-		unsigned n = c->ntargets; /* one round's: an engine may join meanwhile */
+		struct hold_sum sum;
+		uint8_t *buf;
+		unsigned n;
 
-		rc = p ? 0 : -ENOMEM;
-		for (unsigned i = 0; i < n && rc == 0; i++) {
-			h[i] = (struct hold_reply){.a.rc = 1}; /* 1: not asked */
-			if (conn_target_reach(c, i) != 0)
-				continue;
-			if (!(r = creq_new(c, NET_OP_SNAP_CREATE, i))) {
-				rc = -ENOMEM;
-				break;
-			}
-			r->a.cont = ct->uuid;
-			r->a.epoch = (uint64_t)token << 32 | ms;
-			r->hflags = NET_F_SNAP_HOLD;
-			r->in = h[i].clock;
-			r->in_cap = sizeof(h[i].clock);
-			r->on_done = conn_answer_done;
-			r->ctx = &h[i].a;
-			rc = creq_submit(r, NULL, p);
-		}
-		if (p && rc < 0)
-			p->rc = rc;
-		if (p)
-			rc = creq_seal(p, NULL);
-		for (unsigned i = 0; i < n && rc == 0; i++) {
-			uint64_t e = 0;
-
-			if (h[i].a.rc == 1)
-				continue;
-			if (h[i].a.rc == -EAGAIN && ms) {
-				held++; /* its table of holds is full: others' snapshots */
-				continue;
-			}
-			if ((rc = h[i].a.rc) < 0)
-				break;
-			if (h[i].a.in_len != 8) {
-				rc = -EPROTO; /* an engine that takes it for a snapshot */
-				break;
-			}
-			for (int b = 7; b >= 0; b--)
-				e = e << 8 | h[i].clock[b];
-			held += h[i].a.val;
-			clock = e > clock ? e : clock;
-		}
-		if (rc == 0 && ms && !held && !drained) {
+		rc = hold_round(ct, token, ms, drained && torn_out, h, &n, &buf, &sum);
+		free(buf);
+		if (rc == 0 && ms && !sum.held && !drained) {
 			drained = true; /* once more: see above */
 			continue;
 		}
-		if (rc < 0 || !ms || !held) {
+		if (rc < 0 || !ms || !sum.held) {
 			if (rc == 0 && clock_out)
-				*clock_out = clock;
+				*clock_out = sum.clock;
+			if (rc == 0 && torn_out)
+				*torn_out = sum.torn;
 			free(h);
 			return rc;
 		}
@@ -2026,16 +2063,87 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 	}
 }
 
+/*
+ * Before a snapshot: mend every torn EC array of the container that the
+ * targets list (a writer died or failed mid-write), so that no view of
+ * the snapshot keeps parity that does not match its data: a degraded read
+ * of it, or a rebuild of it, would compute wrong cells from that parity
+ * long after the array itself was mended. Returns how many were listed
+ * and could not be mended (a data member lost: the array stays torn, as
+ * it does for everyone), or an error of the round itself.
+ */
+static int snap_mend(lode_cont_t *ct, uint32_t token)
+{
+	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
+	struct hold_sum sum;
+	unsigned n, left = 0;
+	uint8_t *buf = NULL;
+	int rc;
+
+	if (!h)
+		return -ENOMEM;
+	/* A list cut short (NET_TORN_LIST_MAX) leaves the rest to the next try. */
+	rc = hold_round(ct, token, 0, true, h, &n, &buf, &sum);
+	for (unsigned i = 0; i < n && rc == 0 && sum.torn; i++) {
+		const uint8_t *d = h[i].data + 12, *end = h[i].data + h[i].a.in_len;
+		if (h[i].a.rc != 0 || h[i].a.in_len < 12)
+			continue;
+		while (rc == 0 && end - d >= 2) {
+			size_t kl = (size_t)d[0] | (size_t)d[1] << 8;
+			const uint8_t *q = d + 2;
+			struct layout_class cls;
+			struct lode_oid oid = {0};
+			struct lode_key k = {0};
+			uint64_t off = 0, to = 0;
+
+			if (kl < 20 || (size_t)(end - q) < kl + 16) {
+				rc = -EPROTO;
+				break;
+			}
+			for (int b = 7; b >= 0; b--) {
+				oid.hi = oid.hi << 8 | q[b];
+				oid.lo = oid.lo << 8 | q[8 + b];
+				off = off << 8 | q[kl + b];
+				to = to << 8 | q[kl + 8 + b];
+			}
+			k.dkey_len = (size_t)q[16] | (size_t)q[17] << 8;
+			k.dkey = q + 18;
+			if (18 + k.dkey_len + 2 > kl) {
+				rc = -EPROTO;
+				break;
+			}
+			k.akey_len = (size_t)q[18 + k.dkey_len] | (size_t)q[19 + k.dkey_len] << 8;
+			k.akey = q + 20 + k.dkey_len;
+			if (20 + k.dkey_len + k.akey_len != kl) {
+				rc = -EPROTO;
+				break;
+			}
+			d = q + kl + 16;
+			/* Not this container's EC arrays as this client sees them:
+			 * not its to mend. */
+			if (!is_ec(ct, oid, &cls) || key_check(&k, true) < 0 ||
+			    conn_ec_mend(ct, &cls, oid, &k, off, to) < 0)
+				left++;
+		}
+		if (rc == 0 && d != end)
+			rc = -EPROTO;
+	}
+	free(buf);
+	free(h);
+	return rc < 0 ? rc : (int)left;
+}
+
 int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 {
 	struct net_args a = {0};
 	bool done[CONN_TARGETS_MAX] = {false};
 	lode_epoch_t clock = 0;
-	uint32_t token = 0;
+	uint32_t token = 0, hold_ms;
 	int rc;
 
 	if (!ct || !epoch_out)
 		return -EFAULT;
+	hold_ms = ct->c->timeout_ms > SNAP_HOLD_MAX_MS / 2 ? SNAP_HOLD_MAX_MS : 2 * ct->c->timeout_ms;
 	/* Every engine the map has now, as for a container's creation. */
 	if (!ct->c->map_local) {
 		if ((rc = conn_map_fetch(ct->c)) < 0 || (rc = conn_engines_fresh(ct->c)) < 0)
@@ -2050,10 +2158,22 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	 * snapshot's stripes with parity that matches neither. */
 	if (getrandom(&token, sizeof(token), GRND_NONBLOCK) != (ssize_t)sizeof(token))
 		token = (uint32_t)agent_now_ms() ^ (uint32_t)getpid() << 16;
-	if ((rc = snap_hold(ct, token, ct->c->timeout_ms > SNAP_HOLD_MAX_MS / 2 ? SNAP_HOLD_MAX_MS
-					: 2 * ct->c->timeout_ms, &clock)) < 0) {
-		(void)snap_hold(ct, token, 0, NULL);
-		return rc;
+	/* Torn arrays are mended first (snap_mend); the last round of the
+	 * barrier says whether any was torn since, and then it is let go and
+	 * they are mended again, up to three times. */
+	for (int tries = 1;; tries++) {
+		unsigned torn = 0;
+		int left = snap_mend(ct, token);
+
+		if (left < 0)
+			return left;
+		if ((rc = snap_hold(ct, token, hold_ms, &clock, &torn)) < 0) {
+			(void)snap_hold(ct, token, 0, NULL, NULL);
+			return rc;
+		}
+		if (torn <= (unsigned)left || tries == 3)
+			break;
+		(void)snap_hold(ct, token, 0, NULL, NULL);
 	}
 	a.cont = ct->uuid;
 	a.epoch = clock + 1;
@@ -2065,7 +2185,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	if (rc == 0 && !ct->c->map_local &&
 	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
 		rc = snap_send(ct->c, &a, done);
-	(void)snap_hold(ct, token, 0, NULL);
+	(void)snap_hold(ct, token, 0, NULL, NULL);
 	if (rc < 0) {
 		/* Taken on some targets: dropped again where it was sent, so
 		 * that a failure leaves no snapshot (the first error is what

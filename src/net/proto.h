@@ -42,6 +42,7 @@
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
 #define NET_RKEY_MAX 1024     /* longest packed rkey accepted */
+#define NET_TORN_LIST_MAX 16384 /* most bytes of torn arrays a hold answers (NET_F_SNAP_TORN) */
 
 /*
  * The root container, created on every target by loded: it holds the
@@ -113,6 +114,13 @@ enum net_flag {
 				      * for the ms in its low ones (0: let go); the reply's
 				      * value is the leases still held, its data the
 				      * target's clock */
+	NET_F_SNAP_TORN = 1u << 8,   /* with NET_F_SNAP_HOLD: after the clock, u32 the
+				      * container's torn EC arrays (lease_torn_in), then
+				      * as many of them as fit in NET_TORN_LIST_MAX bytes:
+				      * u16 n, n bytes (oid hi, lo as u64s, u16 dkey
+				      * length, dkey, u16 akey length, akey), u64 off,
+				      * u64 end (the members' torn range); an engine
+				      * that predates it answers the clock alone */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

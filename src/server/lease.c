@@ -212,6 +212,48 @@ unsigned lease_held_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now
 	return n;
 }
 
+static uint8_t *put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 8;
+}
+
+unsigned lease_torn_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now_us, uint8_t *buf,
+		       size_t cap, size_t *len)
+{
+	unsigned n = 0;
+	size_t at = 0;
+
+	for (unsigned i = 0; i < t->nb && t->n; i++) {
+		for (const struct lease *l = t->b[i]; l; l = l->next) {
+			bool ran_out = l->token && !l->reader && l->expires_us <= now_us;
+			uint64_t off = l->torn_off, end = l->torn_end;
+			size_t need = 2 + (size_t)l->klen - 16 + 16;
+
+			if (l->klen < 16 || memcmp(l->key, cont, 16) != 0 ||
+			    (l->token && !l->reader && !ran_out) || !(l->torn || ran_out))
+				continue;
+			if (ran_out) {
+				if (!l->torn || l->off < off)
+					off = l->off;
+				if (!l->torn || l->end > end)
+					end = l->end;
+			}
+			n++;
+			if (at + need > cap)
+				continue;
+			buf[at] = (uint8_t)(l->klen - 16);
+			buf[at + 1] = (uint8_t)((l->klen - 16) >> 8);
+			memcpy(buf + at + 2, l->key + 16, l->klen - 16u);
+			put_u64(put_u64(buf + at + 2 + l->klen - 16, off), end);
+			at += need;
+		}
+	}
+	*len = at;
+	return n;
+}
+
 int lease_renew(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 		uint64_t now_us)
 {

@@ -96,6 +96,19 @@ int lease_hold(struct lease_tab *t, const uint8_t cont[16], uint32_t token, uint
 unsigned lease_held_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now_us);
 
 /*
+ * The torn arrays of container cont now (a snapshot mends them first, so
+ * that none of its views has parity that does not match its data): marks
+ * held by nobody or by a degraded reader, and writers' leases that ran
+ * out (their range counts as torn). A writer's lease still held is left
+ * out: the barrier waits for it. Returns how many; as many as fit in cap
+ * bytes are written to buf, each as u16 n, the key's n bytes after the
+ * container's 16, u64 off and u64 end of the torn range (little-endian),
+ * and *len says how many bytes that took.
+ */
+unsigned lease_torn_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now_us, uint8_t *buf,
+		       size_t cap, size_t *len);
+
+/*
  * Renew the lease a->token holds, for a->dur_ms from now_us: 0, or -ENOENT
  * if it is not held by a->token any more (it ran out, or its session
  * closed: another may have had it since).

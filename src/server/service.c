@@ -1065,7 +1065,8 @@ static void op_lease(struct srv_op *op)
  * lode_snap_create): writers' leases of the container are held back, by
  * the taker whose token is the epoch's high 32 bits, for the ms in its low
  * ones (at most LEASE_MAX_MS; 0: let go). Answers how many are held now,
- * with this engine's clock (8 bytes) as data.
+ * with this engine's clock (8 bytes) as data; with NET_F_SNAP_TORN, the
+ * container's torn arrays after it (lease_torn_in), for the taker to mend.
  */
 static void op_snap_hold(struct srv_op *op)
 {
@@ -1081,7 +1082,7 @@ static void op_snap_hold(struct srv_op *op)
 	if (op->rc < 0)
 		return;
 	op->val = lease_held_in(&op->t->leases, op->a.cont.b, now);
-	if (!op_buf(op, 8)) {
+	if (!op_buf(op, op->hdr.flags & NET_F_SNAP_TORN ? 12 + NET_TORN_LIST_MAX : 8)) {
 		op->rc = -ENOMEM;
 		return;
 	}
@@ -1089,6 +1090,15 @@ static void op_snap_hold(struct srv_op *op)
 		op->buf[i] = (uint8_t)(e >> (8 * i));
 	op->data = op->buf;
 	op->data_len = 8;
+	if (op->hdr.flags & NET_F_SNAP_TORN) {
+		size_t len;
+		unsigned n = lease_torn_in(&op->t->leases, op->a.cont.b, now, op->buf + 12,
+					   NET_TORN_LIST_MAX, &len);
+
+		for (int i = 0; i < 4; i++)
+			op->buf[8 + i] = (uint8_t)(n >> (8 * i));
+		op->data_len = 12 + len;
+	}
 }
 
 /*

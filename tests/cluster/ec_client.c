@@ -40,7 +40,8 @@
  *                                 member's bytes of those ranges read from
  *                                 the member itself; the data cells hold
  *                                 their writer's bytes, and the parity
- *                                 cells are the code of the data cells.
+ *                                 cells are the code of the data cells
+ *                                 (as of EC_EPOCH, if set).
  *   tear ADDR CONT CLASS N        a writer that dies mid-write: takes the
  *                                 array's lease, writes writer 0's bytes of
  *                                 stripes 0..N-1 into data member 0 alone
@@ -724,6 +725,7 @@ static int cmd_parity(struct ctx *x, const struct layout_class *lc, unsigned n)
 			r->pinned = true;
 			r->member = (uint8_t)m;
 			r->a.off = (uint64_t)s * (64u << 10) + RACE_OFF;
+			r->a.epoch = at == LODE_EPOCH_MAX ? 0 : at; /* EC_EPOCH: a snapshot's */
 			conn_value_in(r, cell[m], RACE_LEN);
 			if ((rc = creq_submit(r, NULL, NULL)) < 0) {
 				printf("FAIL stripe %u member %u: %d (%s)\n", s, m, rc, lode_strerror(rc));

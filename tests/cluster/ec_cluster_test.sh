@@ -19,7 +19,9 @@
 #     punched;
 #   - a user who may only read reads c21 degraded (it takes the lease);
 #   - snapshots taken while an EC_2P1 stripe is rewritten over and over
-#     each see the stripe whole (data and parity of the same write);
+#     each see the stripe whole (data and parity of the same write); a
+#     snapshot taken after a writer tore an array mends it first: the
+#     snapshot's view has parity that matches its data;
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
 #     front); an encrypted EC container
 #     is refused;
@@ -143,6 +145,20 @@ check "... the parity no longer matches the data" 1 "$client" parity "$a_addr" c
 C "the next writer (of one stripe) is told the array is torn, and mends it" \
 	race "$a_addr" c21 EC_2P1 1 1
 C "every stripe's parity is the code of its data again" parity "$a_addr" c21 EC_2P1 40
+# A snapshot mends the container's torn arrays before it is taken, so
+# that its view of one has parity that matches its data (a degraded read
+# or a rebuild of that view would compute wrong cells from it, after the
+# array itself was mended; decision 0012).
+export RACE_OBJ=3
+C "writer 1 of another fresh array, 40 stripes" race "$a_addr" c21 EC_2P1 1 40
+C "... torn by a writer that dies" tear "$a_addr" c21 EC_2P1 40
+check "... its parity no longer matches its data" 1 "$client" parity "$a_addr" c21 EC_2P1 40
+check "a snapshot of c21" 0 A cont snap create c21
+tsnap=$(cat "$dir/out")
+EC_EPOCH=$tsnap C "the snapshot's view of it: parity the code of its data" \
+	parity "$a_addr" c21 EC_2P1 40
+C "... and the array's own (mended once, for both)" parity "$a_addr" c21 EC_2P1 40
+check "the snapshot destroyed" 0 A cont snap destroy c21 "$tsnap"
 # One more, torn and left so, whose data member 0 is on f (engine 5): once
 # f is dead, its reads cannot be mended and must fail, not return bytes
 # rebuilt from parity that does not match.
@@ -169,7 +185,10 @@ export ENDS_OBJS
 # Snapshots taken while a writer rewrites a stripe: each one's stripe has
 # parity that is the code of its data (without the barrier in
 # lode_snap_create, about one snapshot in four cut a write in two).
-C "snapshots during EC writes never cut one in two" straddle "$a_addr" c21 EC_2P1 30
+# (In a container of their own: a snapshot of c21 would mend the torn
+# array above, which must stay torn.)
+check "container cst of class EC_2P1" 0 A cont create cst --class EC_2P1
+C "snapshots during EC writes never cut one in two" straddle "$a_addr" cst EC_2P1 30
 check "a container of class EC_8P2 on six engines" 0 A cont create c82 --class EC_8P2
 grep -q "until 4 more join" "$dir/err" && echo "ok   ... with a note that it needs 4 more" &&
 	pass=$((pass + 1)) || failed "no note on EC_8P2's engines: $(cat "$dir/err")"

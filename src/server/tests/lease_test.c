@@ -296,6 +296,99 @@ static void test_hold(void **state)
 	lease_tab_fini(&t);
 }
 
+/* One entry of lease_torn_in's list at p: its key after the container, and its range. */
+static const uint8_t *torn_entry(const uint8_t *p, const char *key, uint64_t off, uint64_t end)
+{
+	size_t n = (size_t)p[0] | (size_t)p[1] << 8;
+	uint64_t o = 0, e = 0;
+
+	assert_int_equal(n, strlen(key));
+	assert_memory_equal(p + 2, key, n);
+	for (int i = 7; i >= 0; i--) {
+		o = o << 8 | p[2 + n + i];
+		e = e << 8 | p[2 + n + 8 + i];
+	}
+	assert_int_equal(o, off);
+	assert_int_equal(e, end);
+	return p + 2 + n + 16;
+}
+
+/*
+ * The torn arrays of a container: marks, a degraded reader's hold of a
+ * mark, and writers that ran out count; a writer still holding, another
+ * container's marks, and arrays given back whole do not; a list that does
+ * not fit is cut short but counted in full.
+ */
+static void test_torn_in(void **state)
+{
+	static const uint8_t c1[16] = "container-one..", c2[16] = "container-two..";
+	char k[5][20];
+	struct lease_tab t;
+	struct lease_ask w = {.token = 1, .session = 3, .dur_ms = 100, .off = 4096, .len = 8192};
+	struct lease_ask rd = {.token = 9, .session = 3, .dur_ms = 100, .len = 1, .reader = true};
+	uint8_t buf[256];
+	const uint8_t *p;
+	uint64_t left = 0;
+	size_t len = 1;
+
+	(void)state;
+	for (int i = 0; i < 5; i++) {
+		memcpy(k[i], i == 4 ? c2 : c1, 16);
+		memcpy(k[i] + 16, "arr", 3);
+		k[i][19] = (char)('0' + i);
+	}
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	assert_int_equal(lease_torn_in(&t, c1, 0, buf, sizeof(buf), &len), 0);
+	assert_int_equal(len, 0);
+	/* arr0: torn (given back so), then held by a degraded reader. */
+	assert_int_equal(lease_take(&t, k[0], 20, &w, 0, &left, &last), 0);
+	assert_int_equal(lease_give(&t, k[0], 20, &w, true), 0);
+	assert_int_equal(lease_take(&t, k[0], 20, &rd, 1 * MS, &left, &last), 0);
+	/* arr1: a writer holding it now. arr2: one that will run out. */
+	w.token = 2;
+	assert_int_equal(lease_take(&t, k[1], 20, &w, 1 * MS, &left, &last), 0);
+	w.token = 3, w.off = 0, w.len = 65536, w.dur_ms = 5;
+	assert_int_equal(lease_take(&t, k[2], 20, &w, 1 * MS, &left, &last), 0);
+	/* arr3: given back whole. c2's arr4: torn, another container's. */
+	w.token = 4, w.dur_ms = 100;
+	assert_int_equal(lease_take(&t, k[3], 20, &w, 1 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, k[3], 20, &w, false), 0);
+	w.token = 5;
+	assert_int_equal(lease_take(&t, k[4], 20, &w, 1 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, k[4], 20, &w, true), 0);
+
+	/* At 2 ms arr2's writer still holds it: only arr0. */
+	assert_int_equal(lease_torn_in(&t, c1, 2 * MS, buf, sizeof(buf), &len), 1);
+	p = torn_entry(buf, "arr0", 4096, 12288);
+	assert_int_equal((size_t)(p - buf), len);
+	/* At 10 ms it ran out: arr2 too, with its holder's range. */
+	assert_int_equal(lease_torn_in(&t, c1, 10 * MS, buf, sizeof(buf), &len), 2);
+	p = buf;
+	if (p[5] == '0') {
+		p = torn_entry(p, "arr0", 4096, 12288);
+		p = torn_entry(p, "arr2", 0, 65536);
+	} else {
+		p = torn_entry(p, "arr2", 0, 65536);
+		p = torn_entry(p, "arr0", 4096, 12288);
+	}
+	assert_int_equal((size_t)(p - buf), len);
+	/* Room for one entry (22 bytes): both counted, one listed. */
+	assert_int_equal(lease_torn_in(&t, c1, 10 * MS, buf, 30, &len), 2);
+	assert_int_equal(len, 22);
+	/* Mended: arr0's reader gone, a writer takes it and gives it back whole. */
+	rd.token = 9;
+	assert_int_equal(lease_give(&t, k[0], 20, &rd, false), 0);
+	w.token = 6;
+	assert_int_equal(lease_take(&t, k[0], 20, &w, 11 * MS, &left, &last), 0);
+	assert_true(last.torn);
+	assert_int_equal(lease_give(&t, k[0], 20, &w, false), 0);
+	assert_int_equal(lease_torn_in(&t, c1, 12 * MS, buf, sizeof(buf), &len), 1);
+	assert_int_equal(lease_torn_in(&t, c2, 12 * MS, buf, sizeof(buf), &len), 1);
+	p = torn_entry(buf, "arr4", 0, 65536);
+	assert_int_equal((size_t)(p - buf), len);
+	lease_tab_fini(&t);
+}
+
 /* A renewal succeeds only while the lease is still the holder's. */
 static void test_renew(void **state)
 {
@@ -390,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_late_torn),
 		cmocka_unit_test(test_reader),
 		cmocka_unit_test(test_hold),
+		cmocka_unit_test(test_torn_in),
 		cmocka_unit_test(test_renew),
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_bad_and_full),
