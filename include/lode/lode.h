@@ -298,17 +298,19 @@ void lode_cont_uuid(const lode_cont_t *cont, struct lode_uuid *uuid_out);
 /*
  * Take a snapshot: every read at the returned epoch sees the container as it
  * was when the snapshot was taken, until the snapshot is destroyed. Blocks.
- * An erasure-coded write is in a snapshot whole or not at all: new EC
- * writes of the container wait while the ones in flight finish (usually
- * under a millisecond), then the snapshot is taken at an epoch above
- * every target's clock. EC arrays a writer left half written (it died or
- * failed mid-write) are mended first, as their next writer would mend
- * them, so that the snapshot's stripes all have matching parity; one that
- * cannot be (a data member lost) is left as it is. Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as
- * for lode_cont_create; a snapshot some targets took already is destroyed
+ * An erasure-coded write or punch is in a snapshot whole or not at all:
+ * new EC writes and punches of the container wait while the ones in
+ * flight finish (usually under a millisecond), then EC arrays a writer
+ * left half written (it died or failed mid-write) are mended, as their
+ * next writer would mend them, so that the snapshot's stripes all have
+ * matching parity (one that cannot be, with a data member lost, is left
+ * as it is), and the snapshot is taken at an epoch above every target's
+ * clock. Errors: -EHOSTDOWN, -EPROTONOSUPPORT, -E2BIG (as for
+ * lode_cont_create; a snapshot some targets took already is destroyed
  * again where reachable), -EBUSY (an EC write held its array's lease for
  * three request timeouts; the lease of a writer that died runs out after
- * four).
+ * four), -EPROTO (a target's list of torn arrays is malformed), or a
+ * mend's error.
  */
 int lode_snap_create(lode_cont_t *cont, lode_epoch_t *epoch_out);
 /* Errors: -LODE_ENOSNAP. Blocks. */
@@ -385,6 +387,10 @@ int lode_obj_size(lode_cont_t *cont, struct lode_oid oid, lode_epoch_t epoch,
  *   lode_dkey_punch   one dkey and all under it (key->akey ignored)
  *   lode_akey_punch   one value
  *   lode_range_punch  [off, off+len) of a byte array, which then reads as zeros
+ * In an erasure-coded object each takes a lease (docs/decisions/0015): a
+ * dkey's or the object's punch waits for the writers and degraded readers
+ * of the arrays under it, and they wait for it; -EBUSY if it was held all
+ * along (five request timeouts).
  */
 int lode_obj_punch(lode_cont_t *cont, struct lode_oid oid, lode_event_t *ev);
 int lode_dkey_punch(lode_cont_t *cont, struct lode_oid oid, const struct lode_key *key,

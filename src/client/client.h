@@ -572,7 +572,8 @@ int conn_value_in(struct creq *r, void *buf, size_t cap);
  * Run an EC call of the ones below for a caller who gave an event or a
  * parent: queued to a worker thread of the process, which completes ev or
  * counts in parent. The key is copied; buf must live until completion, as
- * the API says. op: NET_OP_ARR_UPDATE, _FETCH, _PUNCH or NET_OP_AKEY_PUNCH.
+ * the API says. op: NET_OP_ARR_UPDATE, _FETCH, _PUNCH, NET_OP_AKEY_PUNCH,
+ * NET_OP_DKEY_PUNCH or NET_OP_OBJ_PUNCH (k: any key).
  * Returns 0 or an error (then nothing was queued).
  */
 int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
@@ -636,16 +637,28 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
 		       const struct lode_key *k);
 
 /*
- * Mend the EC array at k if it is torn (a writer died or failed mid-write,
- * lease.h): take its lease for the members' range [off, end), make its
- * parity the code of its data again, and give the lease back (torn again
- * if that failed). A snapshot does this to every torn array of its
- * container first (lode_snap_create). 0 (mended, or not torn any more),
- * or -EIO (a data member is lost: the parity cannot be trusted), -EBUSY
- * (held all along), or a request's error.
+ * lode_dkey_punch (k) or lode_obj_punch (k NULL) of an EC object: the
+ * punch under the dkey's or the object's lease (NET_F_LEASE_DKEY, _OBJ),
+ * so that no writer or degraded reader of an array under it works on
+ * stripes it has removed on some members only, and a snapshot's barrier
+ * waits for it. Its lease never tears: a punch that fails partway is not
+ * mended (punch again). The object's needs its dkeys in one group.
+ */
+int conn_ec_key_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		      const struct lode_key *k);
+
+/*
+ * Mend the EC array at k, listed torn over the members' range [off, end)
+ * (a writer died or failed mid-write, lease.h): take its lease, with the
+ * snapshot hold holder's pass (its token), make the parity of that range
+ * (and of any other the lease's member says is torn) the code of its data
+ * again, and give the lease back (torn again if that failed). A snapshot
+ * does this to every torn array of its container while it holds writers
+ * back (lode_snap_create). 0, or -EIO (a data member is lost: the parity
+ * cannot be trusted), -EBUSY (held all along), or a request's error.
  */
 int conn_ec_mend(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
-		 const struct lode_key *k, uint64_t off, uint64_t end);
+		 const struct lode_key *k, uint64_t off, uint64_t end, uint32_t holder);
 
 /* ---- one target, for rebuild (objects.c; src/server/rebuild.c calls it) ---- */
 

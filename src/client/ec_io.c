@@ -206,6 +206,8 @@ struct ec_ctx {
 	uint64_t lease_token;
 	uint64_t lease_off, lease_len; /* ... for this range of the members, */
 	int64_t lease_at;  /* taken or renewed then (monotonic ms) */
+	uint32_t holder;  /* a snapshot's mend: its hold's token, which its lease passes */
+	uint32_t scope;   /* 0: the array's lease; NET_F_LEASE_DKEY, _OBJ: a punch's */
 	bool torn;        /* ... and the array may be torn: given back so */
 	uint64_t torn_off, torn_end; /* where (the members' range) */
 	bool marked;      /* the array has an end mark (conn_ec_mark_key) ... */
@@ -601,6 +603,7 @@ static struct creq *lease_req(struct ec_ctx *x, unsigned m, uint64_t token, uint
 		r->pinned = true;
 		r->member = (uint8_t)m;
 		r->hflags = x->wlock ? 0 : NET_F_LEASE_READ; /* a degraded read's */
+		r->hflags |= (x->holder ? NET_F_SNAP_HOLD : 0) | x->scope;
 		r->a.epoch = token;
 		r->a.off = x->lease_off;
 		r->a.len = x->lease_len;
@@ -637,9 +640,14 @@ static int lease_take(struct ec_ctx *x)
 	lode_conn_t *c = x->ct->c;
 	uint64_t ms = (uint64_t)c->timeout_ms * LEASE_TIMEOUTS;
 	int64_t start = mono_ms(), lost_until = 0;
-	int64_t busy_until = start + (int64_t)ms + c->timeout_ms;
+	/* A snapshot's mend waits one timeout: what holds the lease longer is
+	 * another snapshot's hold, which would wait for it in turn. */
+	int64_t busy_until = start + (x->holder ? 0 : (int64_t)ms) + c->timeout_ms;
 	long wait_ns = 50 * 1000;
 	uint64_t token = lease_token_new();
+
+	if (x->holder) /* the hold it may pass is the one its high half names */
+		token = (uint64_t)x->holder << 32 | (token & 0xffffffffu);
 
 	if (ms > UINT32_MAX)
 		ms = UINT32_MAX;
@@ -1306,7 +1314,7 @@ int conn_ec_akey_punch(lode_cont_t *ct, const struct layout_class *cls, struct l
 }
 
 int conn_ec_mend(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
-		 const struct lode_key *k, uint64_t off, uint64_t end)
+		 const struct lode_key *k, uint64_t off, uint64_t end, uint32_t holder)
 {
 	struct ec_ctx x;
 	int rc;
@@ -1314,13 +1322,54 @@ int conn_ec_mend(lode_cont_t *ct, const struct layout_class *cls, struct lode_oi
 	if ((rc = ctx_init(&x, ct, cls, oid, k, LODE_EPOCH_MAX)) < 0)
 		return rc;
 	x.wlock = wlock_of(ct, oid, k);
+	x.holder = holder;
 	pthread_mutex_lock(x.wlock);
 	/* The torn range is where a writer after it would say its own write
 	 * went: a mender that dies leaves the same range torn. */
 	x.lease_off = off;
 	x.lease_len = end > off ? end - off : 1;
-	rc = lease_take_whole(&x);
+	if ((rc = lease_take(&x)) == 0) {
+		/* Mended over the listed range whatever the holder says: the mark
+		 * may be on a member that held the leases before (the map moved
+		 * them), and mending again is harmless. */
+		if (!x.torn || off < x.torn_off)
+			x.torn_off = off;
+		if (!x.torn || end > x.torn_end)
+			x.torn_end = end;
+		x.torn = true;
+		rc = mend_array(&x);
+	}
 	lease_give(&x); /* torn again if the mend failed */
+	pthread_mutex_unlock(x.wlock);
+	return rc;
+}
+
+int conn_ec_key_punch(lode_cont_t *ct, const struct layout_class *cls, struct lode_oid oid,
+		      const struct lode_key *k)
+{
+	static const char one[1] = {0};
+	/* The lease's key: the dkey (the object's: any, all its dkeys are in
+	 * one group), and an akey the engine ignores (the request needs one). */
+	struct lode_key lk = {k ? k->dkey : one, k ? k->dkey_len : 1, one, 1};
+	static const struct lode_key any = {"", 0, NULL, 0};
+	struct ec_ctx x;
+	struct creq *r;
+	int rc;
+
+	if ((rc = ctx_init(&x, ct, cls, oid, &lk, LODE_EPOCH_MAX)) < 0)
+		return rc;
+	x.scope = k ? NET_F_LEASE_DKEY : NET_F_LEASE_OBJ;
+	x.wlock = wlock_of(ct, oid, &lk);
+	pthread_mutex_lock(x.wlock);
+	lease_range(&x, 0, UINT64_MAX);
+	if ((rc = lease_take(&x)) == 0) {
+		r = conn_key_req(ct, k ? NET_OP_DKEY_PUNCH : NET_OP_OBJ_PUNCH, oid, k ? k : &any);
+		rc = r ? creq_submit(r, NULL, NULL) : -ENOMEM;
+	}
+	/* A punch's lease never tears (lease.h): "torn" says it failed, and
+	 * then the marks of the arrays under it stay. */
+	x.torn = rc < 0;
+	lease_give(&x);
 	pthread_mutex_unlock(x.wlock);
 	return rc;
 }
@@ -1412,6 +1461,10 @@ static int job_run(struct job *j)
 				    (uint32_t)j->len, j->holes);
 	case NET_OP_AKEY_PUNCH:
 		return conn_ec_akey_punch(j->ct, &j->cls, j->oid, &j->k);
+	case NET_OP_DKEY_PUNCH:
+		return conn_ec_key_punch(j->ct, &j->cls, j->oid, &j->k);
+	case NET_OP_OBJ_PUNCH:
+		return conn_ec_key_punch(j->ct, &j->cls, j->oid, NULL);
 	default:
 		return conn_ec_punch(j->ct, &j->cls, j->oid, &j->k, j->off, j->len);
 	}
@@ -1631,9 +1684,15 @@ int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
 		return -ENOMEM;
 	*j = (struct job){.ct = ct, .cls = *cls, .op = op, .oid = oid, .epoch = epoch, .off = off,
 			  .len = len, .buf = buf, .holes = holes};
-	memcpy(j->dkey, k->dkey, k->dkey_len);
-	memcpy(j->akey, k->akey, k->akey_len);
-	j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
+	if (k->dkey_len)
+		memcpy(j->dkey, k->dkey, k->dkey_len);
+	/* A dkey's or an object's punch has no akey (the caller's may be anything). */
+	if (op == NET_OP_DKEY_PUNCH || op == NET_OP_OBJ_PUNCH)
+		j->k = (struct lode_key){j->dkey, k->dkey_len, NULL, 0};
+	else
+		j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
+	if (j->k.akey_len)
+		memcpy(j->akey, k->akey, k->akey_len);
 	if ((rc = workers_ensure()) < 0 || !(j->held = conn_req_hold(ct->c, ev, parent, &rc))) {
 		free(j);
 		return rc;

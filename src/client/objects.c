@@ -1156,9 +1156,10 @@ int lode_obj_punch(lode_cont_t *ct, struct lode_oid oid, lode_event_t *ev)
 	 * every member's, and a moving member's new place too. */
 	if (is_ec(ct, oid, &cls) && cls.groups == 1) {
 		static const struct lode_key any = {"", 0, NULL, 0};
-		struct creq *r = key_req(ct, NET_OP_OBJ_PUNCH, oid, &any);
 
-		return r ? creq_submit(r, ev, NULL) : -ENOMEM;
+		return ev ? conn_ec_async(ct, &cls, NET_OP_OBJ_PUNCH, oid, 0, &any, 0, NULL, 0, false,
+					  ev, NULL)
+			  : conn_ec_key_punch(ct, &cls, oid, NULL);
 	}
 	a.cont = ct->uuid;
 	a.oid = oid;
@@ -1193,6 +1194,7 @@ static int akey_punch_enc(lode_cont_t *ct, struct lode_oid oid, const struct lod
 static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct lode_key *k,
 		 uint64_t off, uint64_t len, lode_event_t *ev, struct creq *parent)
 {
+	struct lode_key dk;
 	struct layout_class cls;
 	struct creq *r;
 	int rc;
@@ -1201,6 +1203,10 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 		return -EFAULT;
 	if ((rc = key_check(k, op != NET_OP_DKEY_PUNCH)) < 0)
 		return rc;
+	if (op == NET_OP_DKEY_PUNCH) { /* the akey is ignored: whatever it holds */
+		dk = (struct lode_key){k->dkey, k->dkey_len, NULL, 0};
+		k = &dk;
+	}
 	if (op != NET_OP_DKEY_PUNCH && conn_ec_is_mark(k->akey, k->akey_len) &&
 	    is_ec(ct, oid, &cls))
 		return -EINVAL; /* an end mark's akey (ec_io.c): the library's */
@@ -1211,6 +1217,10 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 						    len, false, ev, parent)
 				    : conn_ec_punch(ct, &cls, oid, k, off, len);
 	}
+	if (op == NET_OP_DKEY_PUNCH && is_ec(ct, oid, &cls) && !ct->encrypted)
+		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_DKEY_PUNCH, oid, 0, k, 0, NULL,
+						    0, false, ev, parent)
+				    : conn_ec_key_punch(ct, &cls, oid, k);
 	if (op == NET_OP_AKEY_PUNCH && is_ec(ct, oid, &cls) && !ct->encrypted)
 		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_AKEY_PUNCH, oid, 0, k, 0, NULL,
 						    0, false, ev, parent)
@@ -1996,9 +2006,9 @@ static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
 		}
 		if ((rc = h[i].a.rc) < 0)
 			break;
-		/* An engine that predates NET_F_SNAP_TORN answers the clock alone;
-		 * one that took the hold for a snapshot answers no clock. */
-		if (h[i].a.in_len != 8 && !(torn && h[i].a.in_len >= 12)) {
+		/* The clock, and with torn the count; one that took the hold for
+		 * a snapshot answers no clock. */
+		if (torn ? h[i].a.in_len < 12 : h[i].a.in_len != 8) {
 			rc = -EPROTO;
 			break;
 		}
@@ -2006,7 +2016,7 @@ static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
 			e = e << 8 | h[i].data[b];
 		sum->held += h[i].a.val;
 		sum->clock = e > sum->clock ? e : sum->clock;
-		if (h[i].a.in_len >= 12)
+		if (torn)
 			sum->torn += (unsigned)h[i].data[8] | (unsigned)h[i].data[9] << 8 |
 				     (unsigned)h[i].data[10] << 16 | (unsigned)h[i].data[11] << 24;
 	}
@@ -2022,11 +2032,9 @@ static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
  * out), for at most three request timeouts, then -EBUSY (before writers
  * waiting behind the hold give up). *clock_out: the latest clock any said
  * in a round after the first that found none held, so that a piece that
- * landed just before its lease's give-back is below it wherever it is;
- * *torn_out (if not NULL): the torn arrays that round found.
+ * landed just before its lease's give-back is below it wherever it is.
  */
-static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t *clock_out,
-		     unsigned *torn_out)
+static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t *clock_out)
 {
 	int64_t until = agent_now_ms() + 3 * (int64_t)ct->c->timeout_ms;
 	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
@@ -2040,7 +2048,7 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 		uint8_t *buf;
 		unsigned n;
 
-		rc = hold_round(ct, token, ms, drained && torn_out, h, &n, &buf, &sum);
+		rc = hold_round(ct, token, ms, false, h, &n, &buf, &sum);
 		free(buf);
 		if (rc == 0 && ms && !sum.held && !drained) {
 			drained = true; /* once more: see above */
@@ -2049,8 +2057,6 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 		if (rc < 0 || !ms || !sum.held) {
 			if (rc == 0 && clock_out)
 				*clock_out = sum.clock;
-			if (rc == 0 && torn_out)
-				*torn_out = sum.torn;
 			free(h);
 			return rc;
 		}
@@ -2063,74 +2069,160 @@ static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t 
 	}
 }
 
-/*
- * Before a snapshot: mend every torn EC array of the container that the
- * targets list (a writer died or failed mid-write), so that no view of
- * the snapshot keeps parity that does not match its data: a degraded read
- * of it, or a rebuild of it, would compute wrong cells from that parity
- * long after the array itself was mended. Returns how many were listed
- * and could not be mended (a data member lost: the array stays torn, as
- * it does for everyone), or an error of the round itself.
- */
-static int snap_mend(lode_cont_t *ct, uint32_t token)
+/* The torn arrays one snapshot has dealt with, by their listed bytes. */
+struct torn_seen {
+	uint8_t **v;
+	size_t *len, n;
+};
+
+static bool seen_has(const struct torn_seen *ts, const uint8_t *e, size_t len)
 {
-	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
+	for (size_t i = 0; i < ts->n; i++)
+		if (ts->len[i] == len && memcmp(ts->v[i], e, len) == 0)
+			return true;
+	return false;
+}
+
+static int seen_add(struct torn_seen *ts, const uint8_t *e, size_t len)
+{
+	uint8_t **v = realloc(ts->v, (ts->n + 1) * sizeof(*v));
+	size_t *l = v ? realloc(ts->len, (ts->n + 1) * sizeof(*l)) : NULL;
+
+	if (v)
+		ts->v = v;
+	if (l)
+		ts->len = l;
+	if (!v || !l || !(ts->v[ts->n] = malloc(len)))
+		return -ENOMEM;
+	memcpy(ts->v[ts->n], e, len);
+	ts->len[ts->n++] = len;
+	return 0;
+}
+
+/* A snapshot's mends: its hold, kept up while they run, and what they did. */
+struct mends {
+	lode_cont_t *ct;
+	uint32_t token, ms;
+	int64_t renewed;       /* the hold last asked for then (agent_now_ms) */
+	struct hold_reply *h2; /* the renewals' answers */
+	struct torn_seen seen; /* listed arrays dealt with: mended, or not mendable */
+	unsigned mended;
+};
+
+/* Renew the hold once a quarter of it has gone, so that it lasts the mends. */
+static int mends_renew(struct mends *md)
+{
 	struct hold_sum sum;
-	unsigned n, left = 0;
-	uint8_t *buf = NULL;
+	uint8_t *buf;
+	unsigned n;
 	int rc;
 
-	if (!h)
-		return -ENOMEM;
-	/* A list cut short (NET_TORN_LIST_MAX) leaves the rest to the next try. */
-	rc = hold_round(ct, token, 0, true, h, &n, &buf, &sum);
-	for (unsigned i = 0; i < n && rc == 0 && sum.torn; i++) {
-		const uint8_t *d = h[i].data + 12, *end = h[i].data + h[i].a.in_len;
-		if (h[i].a.rc != 0 || h[i].a.in_len < 12)
-			continue;
-		while (rc == 0 && end - d >= 2) {
-			size_t kl = (size_t)d[0] | (size_t)d[1] << 8;
-			const uint8_t *q = d + 2;
-			struct layout_class cls;
-			struct lode_oid oid = {0};
-			struct lode_key k = {0};
-			uint64_t off = 0, to = 0;
-
-			if (kl < 20 || (size_t)(end - q) < kl + 16) {
-				rc = -EPROTO;
-				break;
-			}
-			for (int b = 7; b >= 0; b--) {
-				oid.hi = oid.hi << 8 | q[b];
-				oid.lo = oid.lo << 8 | q[8 + b];
-				off = off << 8 | q[kl + b];
-				to = to << 8 | q[kl + 8 + b];
-			}
-			k.dkey_len = (size_t)q[16] | (size_t)q[17] << 8;
-			k.dkey = q + 18;
-			if (18 + k.dkey_len + 2 > kl) {
-				rc = -EPROTO;
-				break;
-			}
-			k.akey_len = (size_t)q[18 + k.dkey_len] | (size_t)q[19 + k.dkey_len] << 8;
-			k.akey = q + 20 + k.dkey_len;
-			if (20 + k.dkey_len + k.akey_len != kl) {
-				rc = -EPROTO;
-				break;
-			}
-			d = q + kl + 16;
-			/* Not this container's EC arrays as this client sees them:
-			 * not its to mend. */
-			if (!is_ec(ct, oid, &cls) || key_check(&k, true) < 0 ||
-			    conn_ec_mend(ct, &cls, oid, &k, off, to) < 0)
-				left++;
-		}
-		if (rc == 0 && d != end)
-			rc = -EPROTO;
-	}
+	if (agent_now_ms() - md->renewed < (int64_t)md->ms / 4)
+		return 0;
+	rc = hold_round(md->ct, md->token, md->ms, false, md->h2, &n, &buf, &sum);
 	free(buf);
+	md->renewed = agent_now_ms();
+	return rc;
+}
+
+/*
+ * Mend the torn arrays listed in one answer's data d[0, end)
+ * (NET_F_SNAP_TORN) that were not dealt with before. 0, -EPROTO for a
+ * malformed list, or a mend's error other than -EIO (a data member lost)
+ * and -EBUSY (another snapshot's hold, or a reader all along): those are
+ * left torn.
+ */
+static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
+{
+	while (end - d >= 2) {
+		size_t kl = (size_t)d[0] | (size_t)d[1] << 8;
+		const uint8_t *q = d + 2, *e = d;
+		struct layout_class cls;
+		struct lode_oid oid = {0};
+		struct lode_key k = {0};
+		uint64_t off = 0, to = 0;
+		int rc;
+
+		if (kl < 20 || (size_t)(end - q) < kl + 16)
+			return -EPROTO;
+		for (int b = 7; b >= 0; b--) {
+			oid.hi = oid.hi << 8 | q[b];
+			oid.lo = oid.lo << 8 | q[8 + b];
+			off = off << 8 | q[kl + b];
+			to = to << 8 | q[kl + 8 + b];
+		}
+		k.dkey_len = (size_t)q[16] | (size_t)q[17] << 8;
+		k.dkey = q + 18;
+		if (18 + k.dkey_len + 2 > kl)
+			return -EPROTO;
+		k.akey_len = (size_t)q[18 + k.dkey_len] | (size_t)q[19 + k.dkey_len] << 8;
+		k.akey = q + 20 + k.dkey_len;
+		if (20 + k.dkey_len + k.akey_len != kl)
+			return -EPROTO;
+		d = q + kl + 16;
+		/* Once each: a mark on a member that no longer holds the array's
+		 * leases is listed again after its mend (the mend's give-back
+		 * clears the one on the member that holds them now). */
+		if (seen_has(&md->seen, e, (size_t)(d - e)))
+			continue;
+		if ((rc = seen_add(&md->seen, e, (size_t)(d - e))) < 0 ||
+		    (rc = mends_renew(md)) < 0)
+			return rc;
+		/* Not an EC array as this client sees the container: none to mend. */
+		if (!is_ec(md->ct, oid, &cls) || key_check(&k, true) < 0)
+			continue;
+		rc = conn_ec_mend(md->ct, &cls, oid, &k, off, to, md->token);
+		if (rc == 0)
+			md->mended++;
+		else if (rc != -EIO && rc != -EBUSY)
+			return rc;
+	}
+	return d == end ? 0 : -EPROTO;
+}
+
+/*
+ * With the barrier drained and held: mend every torn EC array of the
+ * container that the targets list (a writer died or failed mid-write), so
+ * that no view of the snapshot keeps parity that does not match its data
+ * (a degraded read or a rebuild of that view would compute wrong cells
+ * from it, long after the array itself was mended). The mends' leases
+ * pass this taker's hold, which is kept up meanwhile: no writer can tear
+ * another array. An array with a data member lost cannot be mended, nor
+ * one another snapshot's hold keeps out (each waits a request timeout):
+ * those are left torn. Asked again while a round finds arrays not dealt
+ * with (an answer lists at most NET_TORN_LIST_MAX bytes of them). Returns
+ * how many were mended, or an error (a mend's other than those: the
+ * snapshot fails with it).
+ */
+static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms)
+{
+	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
+	struct mends md = {.ct = ct, .token = token, .ms = ms, .renewed = agent_now_ms(),
+			   .h2 = calloc(CONN_TARGETS_MAX, sizeof(*md.h2))};
+	size_t seen;
+	int rc = h && md.h2 ? 0 : -ENOMEM;
+
+	do {
+		struct hold_sum sum;
+		uint8_t *buf = NULL;
+		unsigned n;
+
+		seen = md.seen.n;
+		if (rc == 0)
+			rc = hold_round(ct, token, ms, true, h, &n, &buf, &sum);
+		md.renewed = agent_now_ms();
+		for (unsigned i = 0; rc == 0 && sum.torn && i < n; i++)
+			if (h[i].a.rc == 0)
+				rc = mend_listed(&md, h[i].data + 12, h[i].data + h[i].a.in_len);
+		free(buf);
+	} while (rc == 0 && md.seen.n > seen);
+	for (size_t i = 0; i < md.seen.n; i++)
+		free(md.seen.v[i]);
+	free(md.seen.v);
+	free(md.seen.len);
+	free(md.h2);
 	free(h);
-	return rc < 0 ? rc : (int)left;
+	return rc < 0 ? rc : (int)md.mended;
 }
 
 int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
@@ -2158,22 +2250,16 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	 * snapshot's stripes with parity that matches neither. */
 	if (getrandom(&token, sizeof(token), GRND_NONBLOCK) != (ssize_t)sizeof(token))
 		token = (uint32_t)agent_now_ms() ^ (uint32_t)getpid() << 16;
-	/* Torn arrays are mended first (snap_mend); the last round of the
-	 * barrier says whether any was torn since, and then it is let go and
-	 * they are mended again, up to three times. */
-	for (int tries = 1;; tries++) {
-		unsigned torn = 0;
-		int left = snap_mend(ct, token);
-
-		if (left < 0)
-			return left;
-		if ((rc = snap_hold(ct, token, hold_ms, &clock, &torn)) < 0) {
-			(void)snap_hold(ct, token, 0, NULL, NULL);
-			return rc;
-		}
-		if (torn <= (unsigned)left || tries == 3)
-			break;
-		(void)snap_hold(ct, token, 0, NULL, NULL);
+	if (!token)
+		token = 1;
+	/* Torn arrays are mended under the hold (snap_mend), and the clock
+	 * asked again above their mends. */
+	rc = snap_hold(ct, token, hold_ms, &clock);
+	if (rc == 0 && (rc = snap_mend(ct, token, hold_ms)) > 0)
+		rc = snap_hold(ct, token, hold_ms, &clock);
+	if (rc < 0) {
+		(void)snap_hold(ct, token, 0, NULL);
+		return rc;
 	}
 	a.cont = ct->uuid;
 	a.epoch = clock + 1;
@@ -2185,7 +2271,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	if (rc == 0 && !ct->c->map_local &&
 	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
 		rc = snap_send(ct->c, &a, done);
-	(void)snap_hold(ct, token, 0, NULL, NULL);
+	(void)snap_hold(ct, token, 0, NULL);
 	if (rc < 0) {
 		/* Taken on some targets: dropped again where it was sent, so
 		 * that a failure leaves no snapshot (the first error is what

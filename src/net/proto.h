@@ -33,11 +33,13 @@
 #include "lode/types.h"
 
 #define NET_MAGIC 0x45444f4cu /* "LODE" read as little-endian */
-#define NET_VERSION 6 /* 2: capabilities checked, the welcome names the management port;
+#define NET_VERSION 7 /* 2: capabilities checked, the welcome names the management port;
 			* 3: updates and punches carry an epoch (rebuild's);
 			* 4: write leases (NET_OP_LEASE);
 			* 5: NET_OP_DKEY_DROP, NET_OP_OBJ_FOLD;
-			* 6: NET_F_SNAP_HOLD, snapshot epochs above every clock */
+			* 6: NET_F_SNAP_HOLD, snapshot epochs above every clock;
+			* 7: NET_F_SNAP_TORN, NET_F_SNAP_HOLD on NET_OP_LEASE (a
+			*    snapshot's mend), dkeys' and objects' leases */
 #define NET_HDR_SIZE 40
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
@@ -113,14 +115,21 @@ enum net_flag {
 				      * the taker whose token is the epoch's high 32 bits,
 				      * for the ms in its low ones (0: let go); the reply's
 				      * value is the leases still held, its data the
-				      * target's clock */
+				      * target's clock. On NET_OP_LEASE: a snapshot
+				      * taker's mend (lode_snap_create), which the hold
+				      * of the token's high 32 bits lets pass */
 	NET_F_SNAP_TORN = 1u << 8,   /* with NET_F_SNAP_HOLD: after the clock, u32 the
 				      * container's torn EC arrays (lease_torn_in), then
 				      * as many of them as fit in NET_TORN_LIST_MAX bytes:
 				      * u16 n, n bytes (oid hi, lo as u64s, u16 dkey
 				      * length, dkey, u16 akey length, akey), u64 off,
-				      * u64 end (the members' torn range); an engine
-				      * that predates it answers the clock alone */
+				      * u64 end (the members' torn range) */
+	NET_F_LEASE_DKEY = 1u << 9,  /* NET_OP_LEASE of the dkey, not of an array: an EC
+				      * dkey punch's, which arrays' leases under it
+				      * wait for and which waits for them (the akey is
+				      * ignored) */
+	NET_F_LEASE_OBJ = 1u << 10,  /* NET_OP_LEASE of the whole object (an EC object
+				      * punch's; both keys ignored) */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

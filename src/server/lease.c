@@ -23,6 +23,7 @@ struct lease {
 	uint64_t torn_off, torn_end; /* leaving this range torn */
 	bool late;           /* a torn give-back of an earlier holder came during this hold */
 	bool reader;         /* the holder is a degraded read: it cannot tear anything */
+	bool untorn;         /* the holder is a dkey's or object's punch: nor can it */
 	uint16_t klen;
 	uint8_t key[];
 };
@@ -90,7 +91,7 @@ static void torn_add(struct lease *l, uint64_t off, uint64_t end)
  */
 static void mark_torn(struct lease_tab *t, struct lease *l)
 {
-	if (!l->reader)
+	if (!l->reader && !l->untorn)
 		torn_add(l, l->off, l->end);
 	if (l->token)
 		t->held--;
@@ -133,6 +134,32 @@ static struct lease *entry_new(struct lease_tab *t, struct lease **pp, const voi
 	return l;
 }
 
+/* Whether l is held now by another than token; *left_ms its time left. */
+static bool held_by_other(const struct lease *l, uint64_t token, uint64_t now_us,
+			  uint64_t *left_ms)
+{
+	if (!l || !l->token || l->token == token || l->expires_us <= now_us)
+		return false;
+	*left_ms = (l->expires_us - now_us + 999) / 1000;
+	return true;
+}
+
+/* Whether another holds a key covering key, or one key covers (lease_ask's up and sub). */
+static bool nested_busy(struct lease_tab *t, const void *key, size_t klen,
+			const struct lease_ask *a, uint64_t now_us, uint64_t *left_ms)
+{
+	for (int i = 0; i < 2; i++)
+		if (a->up[i] && a->up_len[i] && a->up_len[i] <= LEASE_KEY_MAX &&
+		    held_by_other(*find(t, a->up[i], a->up_len[i]), a->token, now_us, left_ms))
+			return true;
+	for (unsigned i = 0; a->sub && a->sub <= klen && i < t->nb && t->held; i++)
+		for (const struct lease *l = t->b[i]; l; l = l->next)
+			if (l->klen >= a->sub && memcmp(l->key, key, a->sub) == 0 &&
+			    !key_is(l, key, klen) && held_by_other(l, a->token, now_us, left_ms))
+				return true;
+	return false;
+}
+
 int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn)
 {
@@ -152,8 +179,11 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 			return -EBUSY;
 		}
 	}
+	if (nested_busy(t, key, klen, a, now_us, left_ms))
+		return -EBUSY;
 	for (unsigned i = 0; i < LEASE_HOLDS && !a->reader && !(l && l->token) && klen >= 16; i++) {
-		if (t->holds[i].until_us > now_us && !memcmp(t->holds[i].cont, key, 16)) {
+		if (t->holds[i].until_us > now_us && !memcmp(t->holds[i].cont, key, 16) &&
+		    !(a->holder && a->holder == t->holds[i].token)) {
 			*left_ms = (t->holds[i].until_us - now_us + 999) / 1000;
 			return -EBUSY; /* a snapshot is being taken: after it */
 		}
@@ -173,6 +203,7 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	l->off = a->off;
 	l->end = range_end(a->off, a->len);
 	l->reader = a->reader;
+	l->untorn = a->untorn;
 	*torn = (struct lease_torn){.torn = l->torn, .off = l->torn_off, .end = l->torn_end};
 	return 0;
 }
@@ -227,7 +258,7 @@ unsigned lease_torn_in(struct lease_tab *t, const uint8_t cont[16], uint64_t now
 
 	for (unsigned i = 0; i < t->nb && t->n; i++) {
 		for (const struct lease *l = t->b[i]; l; l = l->next) {
-			bool ran_out = l->token && !l->reader && l->expires_us <= now_us;
+			bool ran_out = l->token && !l->reader && !l->untorn && l->expires_us <= now_us;
 			uint64_t off = l->torn_off, end = l->torn_end;
 			size_t need = 2 + (size_t)l->klen - 16 + 16;
 
@@ -269,19 +300,52 @@ int lease_renew(struct lease_tab *t, const void *key, size_t klen, const struct 
 	return 0;
 }
 
+/*
+ * A dkey's or an object's punch is done: the marks under it (and keys
+ * nobody holds) go, nothing being left to mend. None is held: its lease
+ * kept every taker of them out.
+ */
+static void drop_under(struct lease_tab *t, const void *key, size_t sub)
+{
+	for (unsigned i = 0; i < t->nb; i++) {
+		for (struct lease **pp = &t->b[i]; *pp;) {
+			struct lease *l = *pp;
+
+			if (!l->token && l->klen >= sub && memcmp(l->key, key, sub) == 0) {
+				*pp = l->next;
+				free(l);
+				t->n--;
+			} else {
+				pp = &l->next;
+			}
+		}
+	}
+}
+
 int lease_give(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 	       bool torn)
 {
 	struct lease **pp, *l;
-	bool reader;
+	bool reader, punch;
 
 	if (!a->token || !klen || klen > LEASE_KEY_MAX)
 		return -ENOENT;
 	pp = find(t, key, klen);
 	l = *pp;
 	reader = a->reader || (l && l->token == a->token && l->reader);
-	if (reader)
-		torn = false; /* a reader wrote nothing */
+	punch = a->untorn || (l && l->token == a->token && l->untorn);
+	if (punch && !torn && a->sub && l && l->token == a->token) {
+		/* Done whole (a failed one gives it back "torn": it marks
+		 * nothing, and leaves the marks under it). */
+		*pp = l->next;
+		free(l);
+		t->n--;
+		t->held--;
+		drop_under(t, key, a->sub);
+		return 0;
+	}
+	if (reader || punch)
+		torn = false; /* a reader wrote nothing; a punch's is not mended */
 	if (!l || l->token != a->token) {
 		/*
 		 * Not this holder's any more (it ran out of time, or its session

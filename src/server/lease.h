@@ -40,6 +40,19 @@ struct lease_ask {
 	uint64_t off, len; /* the members' range its write covers */
 	bool reader;      /* a degraded read's: it writes nothing, so it neither
 			   * tears the array nor mends it (its give-back keeps a mark) */
+	uint32_t holder;  /* nonzero: a snapshot's mend, which this taker's hold lets
+			   * pass (lease_hold's token) */
+	bool untorn;      /* a dkey's or an object's punch: a writer (held back by
+			   * holds, counted by lease_held_in) whose end never marks
+			   * anything torn: no mend could redo it */
+	/* Keys that cover this one (a dkey's and its object's, for an array):
+	 * while another holds any of them, -EBUSY. */
+	const void *up[2];
+	size_t up_len[2];
+	/* Nonzero: this key covers every key that begins with its first sub
+	 * bytes (a dkey's the arrays under it; an object's everything in it):
+	 * while another holds any of them, -EBUSY. */
+	size_t sub;
 };
 
 /* What a taker is told: whether, and where, the array is torn. */
@@ -71,6 +84,10 @@ int lease_tab_init(struct lease_tab *t, unsigned max);
 void lease_tab_fini(struct lease_tab *t);
 
 /*
+ * The keys (lease_ask): arrays', dkeys' and objects' leases nest, so that
+ * a dkey's or an object's EC punch, which removes every array under it,
+ * waits for their writers and degraded readers and they wait for it.
+ *
  * Take (or renew, for the same token) the lease of key[0..klen) as a asks,
  * from now_us. Returns 0 with *torn saying whether and where the array is
  * torn, or -EBUSY with *left_ms the holder's time left, -EINVAL (a zero
@@ -117,6 +134,10 @@ int lease_renew(struct lease_tab *t, const void *key, size_t klen, const struct 
 		uint64_t now_us);
 
 /*
+ * A punch's lease (a->untorn) given back whole also drops the torn marks
+ * of the arrays under it (a->sub): the punch removed them. Given back
+ * "torn" (the punch failed) it marks nothing and leaves them.
+ *
  * Give it back (a->token; a->off and len: the range the holder wrote),
  * whole (torn false: the key is forgotten, unless a late torn give-back
  * marked it meanwhile) or torn (marked for the next holder): 0, or -ENOENT

@@ -1006,17 +1006,33 @@ static void session_open(struct srv_op *op)
 
 static uint64_t now_us(void);
 
+/* Append a u16-length-prefixed key (len 0: an empty one) at p; the byte after it. */
+static uint8_t *lease_key_put(uint8_t *p, const void *k, size_t len)
+{
+	*p++ = (uint8_t)len;
+	*p++ = (uint8_t)(len >> 8);
+	if (len)
+		memcpy(p, k, len);
+	return p + len;
+}
+
 /*
  * NET_OP_LEASE: take (max ms) or give back (max 0; NET_F_TORN: torn) the
  * write lease of the array the key names, for the token in epoch, the
  * write covering [off, off + len) of the members. The lease's key is the
  * container, the object and both keys. A lease granted answers 1 if the
- * array is torn, with the torn range as data.
+ * array is torn, with the torn range as data. With NET_F_LEASE_DKEY it is
+ * the dkey's lease (its akey empty), with NET_F_LEASE_OBJ the object's
+ * (both empty): an EC punch's, which never tears; an array's waits while
+ * its dkey's or object's is held, and theirs while any under them is.
  */
 static void op_lease(struct srv_op *op)
 {
 	const struct net_args *a = &op->a;
 	uint8_t key[16 + 16 + 2 + LODE_KEY_MAX + 2 + LODE_KEY_MAX], *p = key;
+	uint8_t upd[16 + 16 + 2 + LODE_KEY_MAX + 2], upo[16 + 16 + 4], *q;
+	bool obj = op->hdr.flags & NET_F_LEASE_OBJ;
+	bool dkey = !obj && op->hdr.flags & NET_F_LEASE_DKEY;
 
 	_Static_assert(sizeof(key) <= LEASE_KEY_MAX, "a lease key fits");
 
@@ -1027,17 +1043,30 @@ static void op_lease(struct srv_op *op)
 		p[8 + i] = (uint8_t)(a->oid.lo >> (8 * i));
 	}
 	p += 16;
-	*p++ = (uint8_t)a->dkey_len;
-	*p++ = (uint8_t)(a->dkey_len >> 8);
-	memcpy(p, a->dkey, a->dkey_len);
-	p += a->dkey_len;
-	*p++ = (uint8_t)a->akey_len;
-	*p++ = (uint8_t)(a->akey_len >> 8);
-	memcpy(p, a->akey, a->akey_len);
-	p += a->akey_len;
+	memcpy(upo, key, 32);
+	(void)lease_key_put(lease_key_put(upo + 32, NULL, 0), NULL, 0);
+	p = lease_key_put(p, a->dkey, obj ? 0 : a->dkey_len);
+	memcpy(upd, key, (size_t)(p - key));
+	q = lease_key_put(upd + (p - key), NULL, 0);
+	p = lease_key_put(p, a->akey, obj || dkey ? 0 : a->akey_len);
 	struct lease_ask ask = {.token = a->epoch, .session = op->hdr.session, .dur_ms = a->max,
 				.off = a->off, .len = a->len,
-				.reader = op->hdr.flags & NET_F_LEASE_READ};
+				.reader = op->hdr.flags & NET_F_LEASE_READ,
+				.untorn = obj || dkey};
+
+	/* A snapshot taker's mend passes its own hold (the token's high half). */
+	if (op->hdr.flags & NET_F_SNAP_HOLD)
+		ask.holder = (uint32_t)(a->epoch >> 32);
+
+	if (obj) {
+		ask.sub = 32; /* everything in the object */
+	} else if (dkey) {
+		ask.up[0] = upo, ask.up_len[0] = sizeof(upo);
+		ask.sub = (size_t)(p - key) - 2; /* the arrays under the dkey */
+	} else {
+		ask.up[0] = upo, ask.up_len[0] = sizeof(upo);
+		ask.up[1] = upd, ask.up_len[1] = (size_t)(q - upd);
+	}
 
 	if (a->max == 0) {
 		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), &ask,

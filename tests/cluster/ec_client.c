@@ -46,6 +46,10 @@
  *                                 array's lease, writes writer 0's bytes of
  *                                 stripes 0..N-1 into data member 0 alone
  *                                 (no parity), and exits holding the lease.
+ *   lease ADDR CONT CLASS W SECS  hold the race array's lease (W array),
+ *                                 its dkey's (dkey) or its object's (obj),
+ *                                 as a writer or a punch would; says "held"
+ *                                 and gives it back after SECS.
  *   pick ADDR CONT CLASS ENGINE   the first race object index from 100 (or
  *                                 $RACE_PICK_FROM) up whose data member 0 is
  *                                 on engine ENGINE.
@@ -82,9 +86,12 @@
  *                                 class written, then listed: every listed
  *                                 id is a caller's and reads back.
  *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
- *                                 through the EC path; prints the result.
+ *                                 through the EC path; prints the result
+ *                                 (with RREAD_GONE set, each must be absent
+ *                                 or zeros).
  *   punch ADDR CONT CLASS N       punch the race array's akey (under the
- *                                 lease; N is not used).
+ *                                 lease; N is not used); dpunch its dkey,
+ *                                 opunch its object.
  *   sizes ADDR CONT CLASS SEED    the sizes of the arrays ops SEED writes,
  *                                 printed on one line (to compare them
  *                                 degraded and rebuilt).
@@ -882,6 +889,46 @@ static int cmd_tear(struct ctx *x, const struct layout_class *lc, unsigned n)
 	_exit(0); /* no give-back, no goodbye: as a crash */
 }
 
+/*
+ * Hold the race array's lease (array), its dkey's (dkey) or its object's
+ * (obj) on its lease host (the first parity member, all UP), as a writer
+ * or a punch would, for secs; then give it back and exit. Says "held"
+ * once it holds it.
+ */
+static int cmd_lease(struct ctx *x, const struct layout_class *lc, const char *what, unsigned secs)
+{
+	uint32_t scope = !strcmp(what, "dkey") ? NET_F_LEASE_DKEY
+			 : !strcmp(what, "obj") ? NET_F_LEASE_OBJ : 0;
+	uint8_t torn_range[16];
+	int rc;
+
+	for (int give = 0; give < 2; give++) {
+		struct creq *r = conn_key_req(x->ct, NET_OP_LEASE, race_oid(x), &akey);
+
+		if (!r)
+			return 1;
+		r->pinned = true;
+		r->member = (uint8_t)lc->k;
+		r->hflags = scope;
+		r->a.epoch = 0x1ea5e; /* the token */
+		r->a.len = UINT64_MAX;
+		r->a.max = give ? 0 : 60000;
+		r->in = torn_range;
+		r->in_cap = sizeof(torn_range);
+		if ((rc = creq_submit(r, NULL, NULL)) < 0) {
+			printf("FAIL lease %s: %d (%s)\n", what, rc, lode_strerror(rc));
+			return 1;
+		}
+		if (!give) {
+			printf("held the %s lease\n", what);
+			fflush(stdout);
+			sleep(secs);
+		}
+	}
+	printf("ok   the %s lease held for %u s and given back\n", what, secs);
+	return 0;
+}
+
 static int cmd_pick(struct ctx *x, const struct layout_class *lc, uint32_t engine)
 {
 	const char *from = getenv("RACE_PICK_FROM");
@@ -1159,10 +1206,19 @@ static int cmd_rread(struct ctx *x, unsigned n)
 {
 	uint8_t buf[RACE_LEN];
 
+	bool gone = getenv("RREAD_GONE"); /* punched: absent, or zeros */
+
 	for (unsigned s = 0; s < n; s++) {
 		int rc = lode_obj_read(x->ct, race_oid(x), LODE_EPOCH_MAX, &akey,
 				       (uint64_t)s * x->stripe + RACE_OFF, buf, sizeof(buf), NULL);
 
+		if (gone && rc == -ENOENT)
+			continue;
+		for (unsigned i = 0; gone && rc == 0 && i < sizeof(buf); i++)
+			if (buf[i]) {
+				printf("FAIL stripe %u of a punched array holds bytes\n", s);
+				return 1;
+			}
 		if (rc < 0) {
 			printf("FAIL read of stripe %u: %d (%s)\n", s, rc, lode_strerror(rc));
 			return 1;
@@ -1197,7 +1253,8 @@ int main(int argc, char **argv)
 
 	bool ops = argc == 7 && (!strcmp(argv[1], "ops") || !strcmp(argv[1], "verify") ||
 				 !strcmp(argv[1], "dops") || !strcmp(argv[1], "race") ||
-				 !strcmp(argv[1], "cells") || !strcmp(argv[1], "ends"));
+				 !strcmp(argv[1], "cells") || !strcmp(argv[1], "ends") ||
+				 !strcmp(argv[1], "lease"));
 
 	if ((!ops && argc != 6) || layout_class_parse(argv[4], &lc) < 0) {
 		fprintf(stderr, "usage: ec_client ops|dops|verify|cells ADDR CONT CLASS SEED N\n"
@@ -1206,12 +1263,13 @@ int main(int argc, char **argv)
 				"       ec_client race ADDR CONT CLASS WHO N\n"
 				"       ec_client parity ADDR CONT CLASS N\n"
 				"       ec_client tear ADDR CONT CLASS N\n"
+				"       ec_client lease ADDR CONT CLASS array|dkey|obj SECS\n"
 				"       ec_client pick ADDR CONT CLASS ENGINE\n"
 				"       ec_client ends ADDR CONT CLASS ENGINE write|punch|check\n"
 				"       ec_client olist ADDR CONT CLASS N\n"
 				"       ec_client straddle ADDR CONT CLASS N\n"
 				"       ec_client rread ADDR CONT CLASS N\n"
-				"       ec_client punch ADDR CONT CLASS N\n"
+				"       ec_client punch|dpunch|opunch ADDR CONT CLASS N\n"
 				"       ec_client sizes ADDR CONT CLASS SEED\n");
 		return 2;
 	}
@@ -1237,6 +1295,14 @@ int main(int argc, char **argv)
 		rc = cmd_parity(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "tear")) {
 		rc = cmd_tear(&x, &lc, (unsigned)strtoul(argv[5], NULL, 10));
+	} else if (!strcmp(argv[1], "lease")) {
+		rc = cmd_lease(&x, &lc, argv[5], argc > 6 ? (unsigned)strtoul(argv[6], NULL, 10) : 10);
+	} else if (!strcmp(argv[1], "dpunch") || !strcmp(argv[1], "opunch")) {
+		rc = argv[1][0] == 'd' ? lode_dkey_punch(x.ct, race_oid(&x), &akey, NULL)
+				       : lode_obj_punch(x.ct, race_oid(&x), NULL);
+		printf("%s %s punch of race object %u: %s\n", rc ? "FAIL" : "ok  ",
+		       argv[1][0] == 'd' ? "dkey" : "object", race_obj(), lode_strerror(rc));
+		rc = rc ? 1 : 0;
 	} else if (!strcmp(argv[1], "pick")) {
 		rc = cmd_pick(&x, &lc, (uint32_t)strtoul(argv[5], NULL, 10));
 	} else if (!strcmp(argv[1], "straddle")) {

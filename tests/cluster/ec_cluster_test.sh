@@ -21,7 +21,9 @@
 #   - snapshots taken while an EC_2P1 stripe is rewritten over and over
 #     each see the stripe whole (data and parity of the same write); a
 #     snapshot taken after a writer tore an array mends it first: the
-#     snapshot's view has parity that matches its data;
+#     snapshot's view has parity that matches its data; a dkey's or an
+#     object's punch and its arrays' writers wait for each other, and a
+#     snapshot waits for the punch (their leases nest);
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
 #     front); an encrypted EC container
 #     is refused;
@@ -159,6 +161,49 @@ EC_EPOCH=$tsnap C "the snapshot's view of it: parity the code of its data" \
 	parity "$a_addr" c21 EC_2P1 40
 C "... and the array's own (mended once, for both)" parity "$a_addr" c21 EC_2P1 40
 check "the snapshot destroyed" 0 A cont snap destroy c21 "$tsnap"
+# A dkey's or an object's punch holds its dkey's or object's lease, which
+# nests with its arrays' (lease.h): each waits for the other, and a
+# snapshot's barrier waits for it, so that nothing works on (or keeps)
+# stripes punched on some members only. A holder in another process
+# (ec_client lease) holds it; the waiting calls give up with -EBUSY after
+# a short timeout.
+export RACE_OBJ=4
+C "an array to punch" race "$a_addr" c21 EC_2P1 0 2
+hold_lease() { # hold_lease WHAT: ec_client holds that lease until killed
+	"$client" lease "$a_addr" c21 EC_2P1 "$1" 60 >"$dir/lease.out" 2>&1 &
+	lpid=$!
+	for _ in $(seq 100); do grep -q "^held" "$dir/lease.out" && return; sleep 0.1; done
+	failed "the $1 lease was not taken: $(cat "$dir/lease.out")"
+}
+busy() { # busy WHAT: the last check's command gave up on a busy lease
+	grep -qiE "busy|-16" "$dir/out" "$dir/err" || failed "$1: not busy: $(cat "$dir/out" "$dir/err")"
+}
+hold_lease dkey
+LODE_TIMEOUT_MS=700 check "with its dkey's punch lease held, a write under the dkey waits" 1 \
+	"$client" race "$a_addr" c21 EC_2P1 1 1
+busy "the write"
+LODE_TIMEOUT_MS=700 check "... and so does a snapshot of the container" 1 A cont snap create c21
+busy "the snapshot"
+kill -9 "$lpid"
+wait "$lpid" 2>/dev/null
+C "the punch's holder gone (its session closed), the write goes on" race "$a_addr" c21 EC_2P1 1 1
+hold_lease obj
+LODE_TIMEOUT_MS=700 check "with its object's punch lease held, a write waits" 1 \
+	"$client" race "$a_addr" c21 EC_2P1 1 1
+busy "the write"
+kill -9 "$lpid"
+wait "$lpid" 2>/dev/null
+hold_lease array
+LODE_TIMEOUT_MS=700 check "with an array's lease held, a punch of its dkey waits" 1 \
+	"$client" dpunch "$a_addr" c21 EC_2P1 1
+busy "the dkey punch"
+LODE_TIMEOUT_MS=700 check "... and a punch of its object" 1 "$client" opunch "$a_addr" c21 EC_2P1 1
+busy "the object punch"
+kill -9 "$lpid"
+wait "$lpid" 2>/dev/null
+C "the array's writer gone, the dkey punch goes on" dpunch "$a_addr" c21 EC_2P1 1
+C "... and the object punch" opunch "$a_addr" c21 EC_2P1 1
+RREAD_GONE=1 C "... and the array is gone" rread "$a_addr" c21 EC_2P1 2
 # One more, torn and left so, whose data member 0 is on f (engine 5): once
 # f is dead, its reads cannot be mended and must fail, not return bytes
 # rebuilt from parity that does not match.

@@ -7,7 +7,9 @@
  * gives it back whole, also when a holder that lost its lease gives it
  * back torn late; bad arguments; a full table refuses new leases (torn
  * marks do not count); a snapshot's hold keeps new writers of its
- * container out.
+ * container out, but not its own taker's mends; the torn arrays of a
+ * container are listed; objects', dkeys' and arrays' leases nest, and a
+ * punch's never tears.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -376,16 +378,134 @@ static void test_torn_in(void **state)
 	assert_int_equal(lease_torn_in(&t, c1, 10 * MS, buf, 30, &len), 2);
 	assert_int_equal(len, 22);
 	/* Mended: arr0's reader gone, a writer takes it and gives it back whole. */
-	rd.token = 9;
 	assert_int_equal(lease_give(&t, k[0], 20, &rd, false), 0);
 	w.token = 6;
 	assert_int_equal(lease_take(&t, k[0], 20, &w, 11 * MS, &left, &last), 0);
 	assert_true(last.torn);
 	assert_int_equal(lease_give(&t, k[0], 20, &w, false), 0);
 	assert_int_equal(lease_torn_in(&t, c1, 12 * MS, buf, sizeof(buf), &len), 1);
+	p = torn_entry(buf, "arr2", 0, 65536);
+	assert_int_equal((size_t)(p - buf), len);
 	assert_int_equal(lease_torn_in(&t, c2, 12 * MS, buf, sizeof(buf), &len), 1);
 	p = torn_entry(buf, "arr4", 0, 65536);
 	assert_int_equal((size_t)(p - buf), len);
+	/* A writer that runs out on a marked array: the union of both ranges. */
+	w.token = 7, w.off = 1 << 20, w.len = 4096, w.dur_ms = 1;
+	assert_int_equal(lease_take(&t, k[4], 20, &w, 20 * MS, &left, &last), 0);
+	assert_true(last.torn);
+	assert_int_equal(lease_torn_in(&t, c2, 30 * MS, buf, sizeof(buf), &len), 1);
+	p = torn_entry(buf, "arr4", 0, (1 << 20) + 4096);
+	assert_int_equal((size_t)(p - buf), len);
+	lease_tab_fini(&t);
+}
+
+/*
+ * Nesting, with keys shaped as service.c's: an object's lease (sub: every
+ * key of the object), a dkey's (up: the object's; sub: its arrays) and an
+ * array's (up: its dkey's and its object's) each wait while another holds
+ * one that covers it or one it covers; other dkeys and objects are not
+ * held up. A punch's lease (untorn) marks nothing torn, whether it runs
+ * out, its session closes or it is given back torn.
+ */
+static void test_nest(void **state)
+{
+	/* object "O", dkeys "d" and "e", array "a": "O|d|a" stands for
+	 * cont, oid, u16 + dkey, u16 + akey, written out below. */
+	static const char obj[] = "O\0\0\0\0", dk[] = "O\1\0d\0\0", dk2[] = "O\1\0e\0\0",
+			  arr[] = "O\1\0d\1\0a", arr2[] = "O\1\0e\1\0a", other[] = "P\1\0d\1\0a";
+	struct lease_tab t;
+	struct lease_ask ao = {.token = 1, .session = 1, .dur_ms = 100, .len = 1, .untorn = true,
+			       .sub = 1};
+	struct lease_ask ad = {.token = 2, .session = 2, .dur_ms = 100, .len = 1, .untorn = true,
+			       .up = {obj}, .up_len = {5}, .sub = 4};
+	struct lease_ask aa = {.token = 3, .session = 3, .dur_ms = 100, .len = 1,
+			       .up = {obj, dk}, .up_len = {5, 6}};
+	struct lease_ask a2 = {.token = 4, .session = 4, .dur_ms = 100, .len = 1,
+			       .up = {obj, dk2}, .up_len = {5, 6}};
+	struct lease_ask ax = {.token = 5, .session = 5, .dur_ms = 100, .len = 1};
+	uint64_t left = 0;
+
+	(void)state;
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	/* The dkey's punch holds: its array waits, told the time left; an
+	 * array of another dkey, and another object, do not; nor does the
+	 * object's punch get in. */
+	assert_int_equal(lease_take(&t, dk, 6, &ad, 0, &left, &last), 0);
+	assert_int_equal(lease_take(&t, arr, 7, &aa, 10 * MS, &left, &last), -EBUSY);
+	assert_int_equal(left, 90);
+	assert_int_equal(lease_take(&t, arr2, 7, &a2, 10 * MS, &left, &last), 0);
+	assert_int_equal(lease_take(&t, other, 7, &ax, 10 * MS, &left, &last), 0);
+	assert_int_equal(lease_take(&t, obj, 5, &ao, 10 * MS, &left, &last), -EBUSY);
+	/* The dkey's punch given back (failed): nothing marked; the array's
+	 * writer gets in, untold. */
+	assert_int_equal(lease_give(&t, dk, 6, &ad, true), 0);
+	assert_int_equal(lease_take(&t, arr, 7, &aa, 11 * MS, &left, &last), 0);
+	assert_false(last.torn);
+	/* Now the array's writer holds: the dkey's punch waits, and the
+	 * object's (for it and for arr2's). */
+	ad.token = 6;
+	assert_int_equal(lease_take(&t, dk, 6, &ad, 12 * MS, &left, &last), -EBUSY);
+	assert_int_equal(lease_take(&t, obj, 5, &ao, 12 * MS, &left, &last), -EBUSY);
+	assert_int_equal(lease_give(&t, arr, 7, &aa, false), 0);
+	assert_int_equal(lease_take(&t, obj, 5, &ao, 12 * MS, &left, &last), -EBUSY); /* arr2 */
+	assert_int_equal(lease_give(&t, arr2, 7, &a2, false), 0);
+	/* Only another object's array is held: the object's punch gets in,
+	 * and every key under it waits. */
+	assert_int_equal(lease_take(&t, obj, 5, &ao, 13 * MS, &left, &last), 0);
+	assert_int_equal(lease_take(&t, dk, 6, &ad, 14 * MS, &left, &last), -EBUSY);
+	assert_int_equal(lease_take(&t, arr, 7, &aa, 14 * MS, &left, &last), -EBUSY);
+	/* It runs out (a punch that died): nothing torn, nothing held up. */
+	assert_int_equal(lease_take(&t, arr, 7, &aa, 200 * MS, &left, &last), 0);
+	assert_false(last.torn);
+	assert_int_equal(lease_give(&t, arr, 7, &aa, false), 0);
+	/* Its session closes while it holds it again: nothing torn either. */
+	ao.token = 7;
+	assert_int_equal(lease_take(&t, obj, 5, &ao, 300 * MS, &left, &last), 0);
+	assert_int_equal(lease_drop_session(&t, 1), 1);
+	assert_int_equal(lease_take(&t, obj, 5, &ao, 301 * MS, &left, &last), 0);
+	assert_false(last.torn);
+	assert_int_equal(lease_give(&t, obj, 5, &ao, false), 0);
+	/* Arrays torn under a dkey: its punch failing ("torn") leaves their
+	 * marks; done whole, it drops them (and only those under it). */
+	assert_int_equal(lease_take(&t, arr, 7, &aa, 400 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, arr, 7, &aa, true), 0);
+	assert_int_equal(lease_take(&t, arr2, 7, &a2, 400 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, arr2, 7, &a2, true), 0);
+	assert_int_equal(lease_take(&t, dk, 6, &ad, 401 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, dk, 6, &ad, true), 0);
+	assert_int_equal(lease_take(&t, dk, 6, &ad, 402 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, dk, 6, &ad, false), 0);
+	assert_int_equal(lease_take(&t, arr, 7, &aa, 403 * MS, &left, &last), 0);
+	assert_false(last.torn);
+	assert_int_equal(lease_take(&t, arr2, 7, &a2, 403 * MS, &left, &last), 0);
+	assert_true(last.torn);
+	lease_tab_fini(&t);
+}
+
+/*
+ * A snapshot taker's mend (holder: its hold's token) passes its own hold,
+ * and only its own: another taker's hold keeps it out too.
+ */
+static void test_holder(void **state)
+{
+	static const uint8_t c1[16] = "container-one..";
+	char k1[20];
+	struct lease_tab t;
+	struct lease_ask w = {.token = 7ull << 32 | 1, .session = 3, .dur_ms = 100, .len = 1};
+	uint64_t left = 0;
+
+	(void)state;
+	memcpy(k1, c1, 16), memcpy(k1 + 16, "arr1", 4);
+	assert_int_equal(lease_tab_init(&t, 16), 0);
+	assert_int_equal(lease_hold(&t, c1, 7, 10 * MS, 0), 0);
+	/* Its token's high half names the hold, but without the pass it waits. */
+	assert_int_equal(lease_take(&t, k1, 20, &w, 1 * MS, &left, &last), -EBUSY);
+	w.holder = 7;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 1 * MS, &left, &last), 0);
+	assert_int_equal(lease_give(&t, k1, 20, &w, false), 0);
+	/* A second taker's hold: the first's mend waits for it. */
+	assert_int_equal(lease_hold(&t, c1, 8, 10 * MS, 2 * MS), 0);
+	assert_int_equal(lease_take(&t, k1, 20, &w, 3 * MS, &left, &last), -EBUSY);
 	lease_tab_fini(&t);
 }
 
@@ -484,6 +604,8 @@ int main(void)
 		cmocka_unit_test(test_reader),
 		cmocka_unit_test(test_hold),
 		cmocka_unit_test(test_torn_in),
+		cmocka_unit_test(test_nest),
+		cmocka_unit_test(test_holder),
 		cmocka_unit_test(test_renew),
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_bad_and_full),
