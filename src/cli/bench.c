@@ -384,7 +384,7 @@ static struct {
 	pthread_cond_t gate_cond;
 	unsigned gate_ready;
 	bool gate_go;
-	unsigned finished;       /* jobs that returned, under gate_lock */
+	atomic_uint finished;    /* jobs that returned */
 } g;
 
 static volatile sig_atomic_t g_interrupted;
@@ -772,10 +772,7 @@ static void *job_main(void *arg)
 	pthread_mutex_unlock(&g.gate_lock);
 	if (!stopping() && !j->inflight)
 		job_phase(j, &g.run);
-	pthread_mutex_lock(&g.gate_lock);
-	g.finished++;
-	pthread_cond_broadcast(&g.gate_cond);
-	pthread_mutex_unlock(&g.gate_lock);
+	atomic_fetch_add(&g.finished, 1);
 	return NULL;
 }
 
@@ -1318,17 +1315,13 @@ static void print_json(const struct result *r, bool interrupted)
 /* Until every job has returned: a line a second, the I/Os completed so far. */
 static void bench_progress(struct job *jobs, unsigned started, uint64_t t_start)
 {
-	uint64_t next = t_start + NS_PER_S, now, total, last = 0;
+	uint64_t next = t_start + NS_PER_S, now = now_ns(), total, last = 0;
 	struct timespec ts;
 	unsigned i;
-	bool done;
 
-	for (;;) {
-		pthread_mutex_lock(&g.gate_lock);
-		done = g.finished >= started;
-		pthread_mutex_unlock(&g.gate_lock);
-		if (done)
-			return;
+	while (next <= now) /* after a ramp: from the next whole second on */
+		next += NS_PER_S;
+	while (atomic_load(&g.finished) < started) {
 		now = now_ns();
 		if (now >= next) {
 			for (total = 0, i = 0; i < g.o.numjobs; i++)

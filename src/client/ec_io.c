@@ -1684,15 +1684,11 @@ int conn_ec_async(lode_cont_t *ct, const struct layout_class *cls, uint16_t op,
 		return -ENOMEM;
 	*j = (struct job){.ct = ct, .cls = *cls, .op = op, .oid = oid, .epoch = epoch, .off = off,
 			  .len = len, .buf = buf, .holes = holes};
-	if (k->dkey_len)
+	if (k->dkey_len) /* a dkey's or an object's punch: no akey; an object's: no dkey */
 		memcpy(j->dkey, k->dkey, k->dkey_len);
-	/* A dkey's or an object's punch has no akey (the caller's may be anything). */
-	if (op == NET_OP_DKEY_PUNCH || op == NET_OP_OBJ_PUNCH)
-		j->k = (struct lode_key){j->dkey, k->dkey_len, NULL, 0};
-	else
-		j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
-	if (j->k.akey_len)
+	if (k->akey_len)
 		memcpy(j->akey, k->akey, k->akey_len);
+	j->k = (struct lode_key){j->dkey, k->dkey_len, j->akey, k->akey_len};
 	if ((rc = workers_ensure()) < 0 || !(j->held = conn_req_hold(ct->c, ev, parent, &rc))) {
 		free(j);
 		return rc;

@@ -136,6 +136,14 @@ static bool is_ec(const lode_cont_t *ct, struct lode_oid oid, struct layout_clas
 	return conn_obj_class(ct, oid, cls) == 0 && cls->redun == LAYOUT_R_EC;
 }
 
+/* Whether k names an end mark (ec_io.c) of an EC object: the library's, not the caller's. */
+static bool is_ec_mark(const lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k)
+{
+	struct layout_class cls;
+
+	return conn_ec_is_mark(k->akey, k->akey_len) && is_ec(ct, oid, &cls);
+}
+
 static int submit_or_free(struct creq *r, int rc, lode_event_t *ev, struct creq *parent)
 {
 	if (rc < 0) {
@@ -251,7 +259,6 @@ static int sv_fetch_enc(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch
 int lode_obj_update(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 		    const void *buf, uint32_t len, lode_event_t *ev)
 {
-	struct layout_class cls;
 	struct creq *r;
 	int rc;
 
@@ -261,8 +268,8 @@ int lode_obj_update(lode_cont_t *ct, struct lode_oid oid, const struct lode_key 
 		return rc;
 	if (len > LODE_IO_MAX)
 		return -E2BIG;
-	if (conn_ec_is_mark(k->akey, k->akey_len) && is_ec(ct, oid, &cls))
-		return -EINVAL; /* an end mark's akey (ec_io.c) */
+	if (is_ec_mark(ct, oid, k))
+		return -EINVAL;
 	if (ct->encrypted)
 		return sv_update_enc(ct, oid, k, buf, len, ev);
 	if (!(r = key_req(ct, NET_OP_SV_UPDATE, oid, k)))
@@ -318,8 +325,8 @@ static int ext_write_raw(lode_cont_t *ct, struct lode_oid oid, const struct lode
 
 	if ((rc = ext_check(k, off, len)) < 0)
 		return rc;
-	if (conn_ec_is_mark(k->akey, k->akey_len) && is_ec(ct, oid, &cls))
-		return -EINVAL; /* an end mark's akey */
+	if (is_ec_mark(ct, oid, k))
+		return -EINVAL;
 	if (is_ec(ct, oid, &cls))
 		return ev || parent ? conn_ec_async(ct, &cls, NET_OP_ARR_UPDATE, oid, 0, k, off,
 						    (void *)buf, len, false, ev, parent)
@@ -1207,9 +1214,8 @@ static int punch(lode_cont_t *ct, uint16_t op, struct lode_oid oid, const struct
 		dk = (struct lode_key){k->dkey, k->dkey_len, NULL, 0};
 		k = &dk;
 	}
-	if (op != NET_OP_DKEY_PUNCH && conn_ec_is_mark(k->akey, k->akey_len) &&
-	    is_ec(ct, oid, &cls))
-		return -EINVAL; /* an end mark's akey (ec_io.c): the library's */
+	if (is_ec_mark(ct, oid, k))
+		return -EINVAL;
 	if (op == NET_OP_ARR_PUNCH && is_ec(ct, oid, &cls)) {
 		if (ct->encrypted)
 			return -EOPNOTSUPP;
@@ -1408,7 +1414,9 @@ int lode_dkey_list(lode_cont_t *ct, struct lode_oid oid, lode_epoch_t epoch,
 int lode_akey_list(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *k,
 		   lode_epoch_t epoch, struct lode_anchor *an, void *buf, size_t buf_len)
 {
+	struct layout_class cls;
 	size_t bytes;
+	bool ec;
 	int rc;
 
 	if (!ct || !an)
@@ -1418,17 +1426,17 @@ int lode_akey_list(lode_cont_t *ct, struct lode_oid oid, const struct lode_key *
 	/* A dkey's akeys all live in its group: list a member of it. An EC
 	 * object's end marks (ec_io.c) are left out; a page of nothing else
 	 * is followed by the next. */
+	ec = is_ec(ct, oid, &cls);
 	for (;;) {
-		struct layout_class cls;
 		int n = list_run(ct, NET_OP_AKEY_LIST, oid, k, epoch, an, buf, buf_len, &bytes,
 				 true), kept = 0;
 		uint8_t *b = buf;
 		size_t at = 0, to = 0;
 
-		if (n <= 0 || !is_ec(ct, oid, &cls))
+		if (n <= 0 || !ec)
 			return n;
 		for (int i = 0; i < n; i++) {
-			size_t len = at + 2 <= bytes ? (size_t)(b[at] | b[at + 1] << 8) : bytes;
+			size_t len = at + 2 <= bytes ? get_le(b + at, 2) : bytes;
 
 			if (at + 2 + len > bytes)
 				return -EPROTO; /* a reply that does not hold its count */
@@ -1931,8 +1939,6 @@ static int snap_send(lode_conn_t *c, const struct net_args *a, bool *done)
 	return creq_seal(p, NULL);
 }
 
-#define SNAP_HOLD_MAX_MS 600000u /* the longest hold a target grants (LEASE_MAX_MS) */
-
 void conn_answer_done(struct creq *r)
 {
 	struct conn_answer *a = r->ctx;
@@ -1996,7 +2002,7 @@ static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
 	if (p)
 		rc = creq_seal(p, NULL);
 	for (unsigned i = 0; i < n && rc == 0; i++) {
-		uint64_t e = 0;
+		uint64_t e;
 
 		if (h[i].a.rc == 1)
 			continue;
@@ -2012,13 +2018,11 @@ static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
 			rc = -EPROTO;
 			break;
 		}
-		for (int b = 7; b >= 0; b--)
-			e = e << 8 | h[i].data[b];
+		e = get_le(h[i].data, 8);
 		sum->held += h[i].a.val;
 		sum->clock = e > sum->clock ? e : sum->clock;
 		if (torn)
-			sum->torn += (unsigned)h[i].data[8] | (unsigned)h[i].data[9] << 8 |
-				     (unsigned)h[i].data[10] << 16 | (unsigned)h[i].data[11] << 24;
+			sum->torn += (unsigned)get_le(h[i].data + 8, 4);
 	}
 	return rc;
 }
@@ -2135,27 +2139,24 @@ static int mends_renew(struct mends *md)
 static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
 {
 	while (end - d >= 2) {
-		size_t kl = (size_t)d[0] | (size_t)d[1] << 8;
+		size_t kl = get_le(d, 2);
 		const uint8_t *q = d + 2, *e = d;
 		struct layout_class cls;
-		struct lode_oid oid = {0};
-		struct lode_key k = {0};
-		uint64_t off = 0, to = 0;
+		struct lode_oid oid;
+		struct lode_key k;
+		uint64_t off, to;
 		int rc;
 
 		if (kl < 20 || (size_t)(end - q) < kl + 16)
 			return -EPROTO;
-		for (int b = 7; b >= 0; b--) {
-			oid.hi = oid.hi << 8 | q[b];
-			oid.lo = oid.lo << 8 | q[8 + b];
-			off = off << 8 | q[kl + b];
-			to = to << 8 | q[kl + 8 + b];
-		}
-		k.dkey_len = (size_t)q[16] | (size_t)q[17] << 8;
+		oid = (struct lode_oid){.hi = get_le(q, 8), .lo = get_le(q + 8, 8)};
+		off = get_le(q + kl, 8);
+		to = get_le(q + kl + 8, 8);
+		k.dkey_len = get_le(q + 16, 2);
 		k.dkey = q + 18;
 		if (18 + k.dkey_len + 2 > kl)
 			return -EPROTO;
-		k.akey_len = (size_t)q[18 + k.dkey_len] | (size_t)q[19 + k.dkey_len] << 8;
+		k.akey_len = get_le(q + 18 + k.dkey_len, 2);
 		k.akey = q + 20 + k.dkey_len;
 		if (20 + k.dkey_len + k.akey_len != kl)
 			return -EPROTO;
@@ -2235,7 +2236,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 
 	if (!ct || !epoch_out)
 		return -EFAULT;
-	hold_ms = ct->c->timeout_ms > SNAP_HOLD_MAX_MS / 2 ? SNAP_HOLD_MAX_MS : 2 * ct->c->timeout_ms;
+	hold_ms = ct->c->timeout_ms > NET_LEASE_MAX_MS / 2 ? NET_LEASE_MAX_MS : 2 * ct->c->timeout_ms;
 	/* Every engine the map has now, as for a container's creation. */
 	if (!ct->c->map_local) {
 		if ((rc = conn_map_fetch(ct->c)) < 0 || (rc = conn_engines_fresh(ct->c)) < 0)

@@ -44,6 +44,7 @@
 #define NET_CAP_MAX 512       /* longest capability accepted */
 #define NET_ARGS_MAX 4096     /* longest argument block accepted */
 #define NET_RKEY_MAX 1024     /* longest packed rkey accepted */
+#define NET_LEASE_MAX_MS 600000u /* longest lease, or snapshot hold, a target grants */
 #define NET_TORN_LIST_MAX 16384 /* most bytes of torn arrays a hold answers (NET_F_SNAP_TORN) */
 
 /*

@@ -27,7 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEASE_MAX_MS 600000u  /* longest lease granted */
+#include "net/proto.h"
+
+#define LEASE_MAX_MS NET_LEASE_MAX_MS /* longest lease granted */
 #define LEASE_KEY_MAX 4096u   /* longest key: cont, oid and two keys of LODE_KEY_MAX fit */
 
 struct lease;

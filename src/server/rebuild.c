@@ -1041,7 +1041,8 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 	if (!want)
 		return 0;
 	/* Each view's size: the most any live member holds in it; and its
-	 * end mark: the most any live parity member's says (ec_io.c). */
+	 * end mark: the most any live parity member's says (ec_io.c), read
+	 * only when a data member is rebuilt (nothing else uses it). */
 	for (int v = v0; v <= p->nsnaps; v++) {
 		size[v] = mark[v] = 0;
 		for (unsigned m = 0; m < nm; m++) {
@@ -1055,7 +1056,7 @@ static int ec_array(struct pass *p, const struct ec_group *g, struct lode_oid oi
 				return rc;
 			if (rc == 0 && sz.val > size[v])
 				size[v] = sz.val;
-			if (m < nk || !marked)
+			if (m < nk || !marked || !(want & ((1u << nk) - 1)))
 				continue;
 			sz = (struct conn_tgt_io){.epoch = view_read(p, v)};
 			rc = conn_tgt_io(p->ct, (unsigned)g->m.tgt[m], NET_OP_ARR_SIZE, mo(g, m), &mk,

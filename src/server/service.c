@@ -1030,9 +1030,10 @@ static void op_lease(struct srv_op *op)
 {
 	const struct net_args *a = &op->a;
 	uint8_t key[16 + 16 + 2 + LODE_KEY_MAX + 2 + LODE_KEY_MAX], *p = key;
-	uint8_t upd[16 + 16 + 2 + LODE_KEY_MAX + 2], upo[16 + 16 + 4], *q;
+	uint8_t upd[16 + 16 + 2 + LODE_KEY_MAX + 2], upo[16 + 16 + 4];
 	bool obj = op->hdr.flags & NET_F_LEASE_OBJ;
 	bool dkey = !obj && op->hdr.flags & NET_F_LEASE_DKEY;
+	size_t dend;
 
 	_Static_assert(sizeof(key) <= LEASE_KEY_MAX, "a lease key fits");
 
@@ -1043,11 +1044,8 @@ static void op_lease(struct srv_op *op)
 		p[8 + i] = (uint8_t)(a->oid.lo >> (8 * i));
 	}
 	p += 16;
-	memcpy(upo, key, 32);
-	(void)lease_key_put(lease_key_put(upo + 32, NULL, 0), NULL, 0);
 	p = lease_key_put(p, a->dkey, obj ? 0 : a->dkey_len);
-	memcpy(upd, key, (size_t)(p - key));
-	q = lease_key_put(upd + (p - key), NULL, 0);
+	dend = (size_t)(p - key);
 	p = lease_key_put(p, a->akey, obj || dkey ? 0 : a->akey_len);
 	struct lease_ask ask = {.token = a->epoch, .session = op->hdr.session, .dur_ms = a->max,
 				.off = a->off, .len = a->len,
@@ -1058,15 +1056,10 @@ static void op_lease(struct srv_op *op)
 	if (op->hdr.flags & NET_F_SNAP_HOLD)
 		ask.holder = (uint32_t)(a->epoch >> 32);
 
-	if (obj) {
+	if (obj)
 		ask.sub = 32; /* everything in the object */
-	} else if (dkey) {
-		ask.up[0] = upo, ask.up_len[0] = sizeof(upo);
-		ask.sub = (size_t)(p - key) - 2; /* the arrays under the dkey */
-	} else {
-		ask.up[0] = upo, ask.up_len[0] = sizeof(upo);
-		ask.up[1] = upd, ask.up_len[1] = (size_t)(q - upd);
-	}
+	else if (dkey)
+		ask.sub = dend; /* the arrays under the dkey */
 
 	if (a->max == 0) {
 		op->rc = lease_give(&op->t->leases, key, (size_t)(p - key), &ask,
@@ -1076,6 +1069,15 @@ static void op_lease(struct srv_op *op)
 	} else {
 		struct lease_torn torn = {0};
 
+		/* What covers it: the object's key, and an array's dkey's. */
+		memcpy(upo, key, 32);
+		(void)lease_key_put(lease_key_put(upo + 32, NULL, 0), NULL, 0);
+		memcpy(upd, key, dend);
+		(void)lease_key_put(upd + dend, NULL, 0);
+		if (!obj)
+			ask.up[0] = upo, ask.up_len[0] = sizeof(upo);
+		if (!obj && !dkey)
+			ask.up[1] = upd, ask.up_len[1] = dend + 2;
 		op->rc = lease_take(&op->t->leases, key, (size_t)(p - key), &ask, now_us(), &op->val,
 				    &torn);
 		if (op->rc == 0 && (op->val = torn.torn) && op_buf(op, 16)) {
