@@ -16,6 +16,9 @@
 # usage: bench/fs/run.sh [BUILD_DIR] [OUT_DIR]
 # environment:
 #   RUNTIME    seconds per fio / lode bench run [10]
+#   RAMP       seconds of I/O before each run's measured interval [2]: a
+#              preloaded fio's threads make their liblodefs connections
+#              during its first second, as lode bench's jobs do before theirs
 #   REPEAT     runs per case [3]
 #   TRANSPORT  lode-fuse's and liblodefs's transport [shm]
 #   TARGETS    loded targets [2]
@@ -30,7 +33,7 @@
 set -euo pipefail
 
 usage() {
-	sed -n '3,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '3,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 case "${1:-}" in
 -h | --help)
@@ -50,6 +53,7 @@ BENCH_PROG=run.sh
 BUILD=${1:-$ROOT/build}
 OUT=${2:-$(mktemp -d "${TMPDIR:-/tmp}/lode-fsbench.XXXXXX")}
 RUNTIME=${RUNTIME:-10}
+RAMP=${RAMP:-2}
 REPEAT=${REPEAT:-3}
 TRANSPORT=${TRANSPORT:-shm}
 TARGETS=${TARGETS:-2}
@@ -151,7 +155,7 @@ run_fio() { # where name args rep
 	# One data file per case, shared by its jobs; laid out once, unmeasured.
 	# shellcheck disable=SC2086 # args is a list of words by design
 	"${pre[@]}" fio --name="$name" --filename="$dir/fio-${name%%-j*}.dat" --size="${SIZE_MB}m" \
-		--direct=1 --thread --group_reporting --time_based --runtime="$RUNTIME" \
+		--direct=1 --thread --group_reporting --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
 		--output-format=json $args >"$OUT/$where.$name.r$rep.json" 2>"$OUT/$where.$name.r$rep.err" || {
 		echo "run.sh: fio $name on $where failed:" >&2
 		cat "$OUT/$where.$name.r$rep.err" >&2
@@ -179,7 +183,7 @@ for rep in $(seq 1 "$REPEAT"); do
 		jobs=${args##*--numjobs }
 		# shellcheck disable=SC2086
 		LODEFS_CHANNELS=32 "$BIN/lode" bench --api fs --cont fsbench --transport "$TRANSPORT" \
-			$args --size "$((SIZE_MB / jobs))m" --runtime "$RUNTIME" --json \
+			$args --size "$((SIZE_MB / jobs))m" --runtime "$RUNTIME" --ramp "$RAMP" --json \
 			>"$OUT/lib.$name.r$rep.json" 2>"$OUT/lib.$name.r$rep.err" || {
 			echo "run.sh: lode bench $name failed:" >&2
 			cat "$OUT/lib.$name.r$rep.err" >&2

@@ -46,7 +46,8 @@ struct fs_attr {
 
 /* One connection with its opened container; threads are bound to one. */
 struct fs_chan {
-	pthread_mutex_t mu; /* guards eqs */
+	pthread_mutex_t mu;      /* guards eqs */
+	pthread_mutex_t open_mu; /* making this channel's connection */
 	lode_conn_t *conn;
 	lode_cont_t *cont;
 	lode_eq_t *eqs[8];  /* idle event queues, reused by calls on this channel */
@@ -102,7 +103,6 @@ struct lodefs {
 	struct lodefs_cred cred;   /* the mounter's, for NULL creds */
 	unsigned nchans;
 	struct fs_chan *chans;     /* nchans, made lazily (chans[0] at mount) */
-	pthread_mutex_t chan_mu;   /* creation of channels */
 	unsigned next_chan;        /* round robin, atomic */
 	pthread_rwlock_t ns_rw;    /* rename: write; other namespace changes: read */
 	pthread_mutex_t imu;       /* the inode hash and the open lists */

@@ -92,11 +92,14 @@ struct fs_chan *fs_chan(lodefs_t *fs)
 	idx = __atomic_fetch_add(&fs->next_chan, 1, __ATOMIC_RELAXED) % fs->nchans;
 	ch = &fs->chans[idx];
 	if (!__atomic_load_n(&ch->cont, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&fs->chan_mu);
-		/* A channel that cannot be made leaves the thread on channel 0. */
+		/* Each channel has its own lock, so that threads starting at once
+		 * connect at once: a connection takes tens of milliseconds, and
+		 * 16 threads used to queue for 0.9 s (src/fs/README.md). A
+		 * channel that cannot be made leaves the thread on channel 0. */
+		pthread_mutex_lock(&ch->open_mu);
 		if (!ch->cont && chan_open(fs, ch) < 0)
 			idx = 0;
-		pthread_mutex_unlock(&fs->chan_mu);
+		pthread_mutex_unlock(&ch->open_mu);
 	}
 	bind[slot].gen = fs->gen;
 	bind[slot].idx = idx;
@@ -288,6 +291,7 @@ static void fs_free(lodefs_t *fs)
 		if (ch->conn)
 			lode_disconnect(ch->conn);
 		pthread_mutex_destroy(&ch->mu);
+		pthread_mutex_destroy(&ch->open_mu);
 	}
 	for (unsigned b = 0; b < FS_ICACHE_BUCKETS; b++)
 		while (fs->ihash[b]) {
@@ -303,7 +307,6 @@ static void fs_free(lodefs_t *fs)
 	free((char *)fs->opts.transport);
 	free(fs->addr);
 	free(fs->container);
-	pthread_mutex_destroy(&fs->chan_mu);
 	pthread_mutex_destroy(&fs->imu);
 	pthread_rwlock_destroy(&fs->ns_rw);
 	free(fs);
@@ -319,7 +322,6 @@ int lodefs_mount(const char *addr, const char *container, const struct lodefs_op
 		return -EFAULT;
 	if (!(fs = calloc(1, sizeof(*fs))))
 		return -ENOMEM;
-	pthread_mutex_init(&fs->chan_mu, NULL);
 	pthread_mutex_init(&fs->imu, NULL);
 	pthread_rwlock_init(&fs->ns_rw, NULL);
 	fs->gen = __atomic_add_fetch(&fs_generation, 1, __ATOMIC_RELAXED);
@@ -332,8 +334,10 @@ int lodefs_mount(const char *addr, const char *container, const struct lodefs_op
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (unsigned i = 0; i < fs->nchans; i++)
+	for (unsigned i = 0; i < fs->nchans; i++) {
 		pthread_mutex_init(&fs->chans[i].mu, NULL);
+		pthread_mutex_init(&fs->chans[i].open_mu, NULL);
+	}
 	if ((rc = chan_open(fs, &fs->chans[0])) < 0)
 		goto fail;
 	if (!fs->addr) {

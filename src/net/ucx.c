@@ -106,7 +106,7 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
 }
 
 /*
- * Defaults for UCX's tcp transport, set in the environment before any
+ * Defaults for UCX's transports, set in the environment before any
  * context is read: UCX 1.13 accepts these keys through ucp_config_modify but
  * does not apply them to the transport (an abort below kept its rate with
  * the key set that way). A value the user exported wins.
@@ -128,16 +128,24 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
  *   its state, and UCX aborts (tcp_ep.c:939; 1 kill in 12 in fault_test).
  *   Without PUT the rendezvous moves in active-message fragments: 0 aborts in
  *   60 kills (decision 0004 has the cost).
+ * - Shared-memory receive buffers made 64 at a time, not 512: each worker's
+ *   sysv and posix interfaces wrote 512 buffers of 8 KiB (4 MiB) when they
+ *   were made, two thirds of the 55 ms a client's connection to 2 targets
+ *   took; with 64 it takes 25 ms. The pool grows by 64 when more are held,
+ *   and Lode's handlers keep no eager message past their return
+ *   (src/net/README.md).
  */
-static pthread_once_t tcp_env_once = PTHREAD_ONCE_INIT;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
-static void tcp_env_defaults(void)
+static void env_defaults(void)
 {
 	if (!getenv("UCX_TCP_TX_SEG_SIZE") && !getenv("UCX_TCP_RX_SEG_SIZE")) {
 		setenv("UCX_TCP_TX_SEG_SIZE", "256k", 0);
 		setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
 	}
 	setenv("UCX_TCP_PUT_ENABLE", "n", 0);
+	setenv("UCX_POSIX_RX_BUFS_GROW", "64", 0);
+	setenv("UCX_SYSV_RX_BUFS_GROW", "64", 0);
 }
 
 static int context_create(uint32_t bits, bool loopback, const char *log_level,
@@ -151,7 +159,7 @@ static int context_create(uint32_t bits, bool loopback, const char *log_level,
 
 	if ((rc = tls_string(bits, tls, sizeof(tls))) < 0)
 		return rc;
-	pthread_once(&tcp_env_once, tcp_env_defaults);
+	pthread_once(&env_once, env_defaults);
 	st = ucp_config_read(NULL, NULL, &config);
 	if (st != UCS_OK)
 		return net_ucs_errno(st);
