@@ -373,7 +373,9 @@ static int ctx_init(struct ec_ctx *x, lode_cont_t *ct, const struct layout_class
 /*
  * Whether any member holds the array: the members a read went to may hold
  * nothing of it while others do (a hole there, zeros), or none of them does
- * (-ENOENT, as for any array never written).
+ * (-ENOENT, as for any array never written, or punched away: a member's
+ * size 0 means it holds no byte, the engine's test for a replicated
+ * array). A member that cannot answer may hold bytes.
  */
 static bool array_exists(struct ec_ctx *x)
 {
@@ -384,7 +386,7 @@ static bool array_exists(struct ec_ctx *x)
 	if (batch_run(x->ct, x->oid, x->k, x->epoch, pc, x->nm) < 0)
 		return true; /* cannot tell: zeros rather than a false absence */
 	for (unsigned m = 0; m < x->nm; m++)
-		if (pc[m].rc != -ENOENT)
+		if (pc[m].rc != -ENOENT && (pc[m].rc < 0 || pc[m].val > 0))
 			return true;
 	return false;
 }
