@@ -642,8 +642,8 @@ static int lease_take(struct ec_ctx *x)
 	lode_conn_t *c = x->ct->c;
 	uint64_t ms = (uint64_t)c->timeout_ms * LEASE_TIMEOUTS;
 	int64_t start = mono_ms(), lost_until = 0;
-	/* A snapshot's mend waits one timeout: what holds the lease longer is
-	 * another snapshot's hold, which would wait for it in turn. */
+	/* A snapshot's mend waits one timeout: what holds the lease longer
+	 * (a reader, another snapshot's mend) is left to that snapshot. */
 	int64_t busy_until = start + (x->holder ? 0 : (int64_t)ms) + c->timeout_ms;
 	long wait_ns = 50 * 1000;
 	uint64_t token = lease_token_new();

@@ -2133,8 +2133,8 @@ static int mends_renew(struct mends *md)
  * Mend the torn arrays listed in one answer's data d[0, end)
  * (NET_F_SNAP_TORN) that were not dealt with before. 0, -EPROTO for a
  * malformed list, or a mend's error other than -EIO (a data member lost)
- * and -EBUSY (another snapshot's hold, or a reader all along): those are
- * left torn.
+ * and -EBUSY (a reader or another snapshot's mend held the lease all
+ * along): those are left torn.
  */
 static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
 {
@@ -2187,10 +2187,10 @@ static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
  * that no view of the snapshot keeps parity that does not match its data
  * (a degraded read or a rebuild of that view would compute wrong cells
  * from it, long after the array itself was mended). The mends' leases
- * pass this taker's hold, which is kept up meanwhile: no writer can tear
- * another array. An array with a data member lost cannot be mended, nor
- * one another snapshot's hold keeps out (each waits a request timeout):
- * those are left torn. Asked again while a round finds arrays not dealt
+ * pass the container's holds while this taker's, kept up meanwhile,
+ * lasts: no writer can tear another array. An array with a data member
+ * lost cannot be mended, nor one whose lease another holds for a request
+ * timeout: those are left torn. Asked again while a round finds arrays not dealt
  * with (an answer lists at most NET_TORN_LIST_MAX bytes of them). Returns
  * how many were mended, or an error (a mend's other than those: the
  * snapshot fails with it).

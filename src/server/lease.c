@@ -160,11 +160,22 @@ static bool nested_busy(struct lease_tab *t, const void *key, size_t klen,
 	return false;
 }
 
+/* Whether token's hold of the container that key begins with lasts now. */
+static bool hold_of(const struct lease_tab *t, const void *key, uint32_t token, uint64_t now_us)
+{
+	for (unsigned i = 0; i < LEASE_HOLDS; i++)
+		if (t->holds[i].token == token && t->holds[i].until_us > now_us &&
+		    !memcmp(t->holds[i].cont, key, 16))
+			return true;
+	return false;
+}
+
 int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct lease_ask *a,
 	       uint64_t now_us, uint64_t *left_ms, struct lease_torn *torn)
 {
 	uint64_t dur_ms = a->dur_ms, token = a->token;
 	struct lease **pp, *l;
+	bool mend;
 
 	if (!token || !klen || klen > LEASE_KEY_MAX || !dur_ms)
 		return -EINVAL;
@@ -181,9 +192,14 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	}
 	if (nested_busy(t, key, klen, a, now_us, left_ms))
 		return -EBUSY;
-	for (unsigned i = 0; i < LEASE_HOLDS && !a->reader && !(l && l->token) && klen >= 16; i++) {
-		if (t->holds[i].until_us > now_us && !memcmp(t->holds[i].cont, key, 16) &&
-		    !(a->holder && a->holder == t->holds[i].token)) {
+	/* A snapshot's mend (its taker's hold lives here) passes every hold of
+	 * the container: it writes no new data, and the other takers' barriers
+	 * count its lease as a writer's, so they wait for it to end. Passing
+	 * only its own, two snapshots taken at once kept each other's out. */
+	mend = a->holder && klen >= 16 && hold_of(t, key, a->holder, now_us);
+	for (unsigned i = 0; i < LEASE_HOLDS && !a->reader && !mend && !(l && l->token) && klen >= 16;
+	     i++) {
+		if (t->holds[i].until_us > now_us && !memcmp(t->holds[i].cont, key, 16)) {
 			*left_ms = (t->holds[i].until_us - now_us + 999) / 1000;
 			return -EBUSY; /* a snapshot is being taken: after it */
 		}

@@ -42,8 +42,9 @@ struct lease_ask {
 	uint64_t off, len; /* the members' range its write covers */
 	bool reader;      /* a degraded read's: it writes nothing, so it neither
 			   * tears the array nor mends it (its give-back keeps a mark) */
-	uint32_t holder;  /* nonzero: a snapshot's mend, which this taker's hold lets
-			   * pass (lease_hold's token) */
+	uint32_t holder;  /* nonzero: a snapshot's mend, which passes every hold of
+			   * the container while this taker's (lease_hold's
+			   * token) lasts */
 	bool untorn;      /* a dkey's or an object's punch: a writer (held back by
 			   * holds, counted by lease_held_in) whose end never marks
 			   * anything torn: no mend could redo it */

@@ -1052,7 +1052,8 @@ static void op_lease(struct srv_op *op)
 				.reader = op->hdr.flags & NET_F_LEASE_READ,
 				.untorn = obj || dkey};
 
-	/* A snapshot taker's mend passes its own hold (the token's high half). */
+	/* A snapshot taker's mend (its hold's token: the high half) passes the
+	 * container's holds while that one lasts (lease_take). */
 	if (op->hdr.flags & NET_F_SNAP_HOLD)
 		ask.holder = (uint32_t)(a->epoch >> 32);
 

@@ -21,7 +21,8 @@
 #   - snapshots taken while an EC_2P1 stripe is rewritten over and over
 #     each see the stripe whole (data and parity of the same write); a
 #     snapshot taken after a writer tore an array mends it first: the
-#     snapshot's view has parity that matches its data; a dkey's or an
+#     snapshot's view has parity that matches its data, also when two
+#     snapshots are taken at once; a dkey's or an
 #     object's punch and its arrays' writers wait for each other, and a
 #     snapshot waits for the punch (their leases nest);
 #   - EC_8P2 on six engines fails with -ENOSPC (cont create says so up
@@ -161,6 +162,25 @@ EC_EPOCH=$tsnap C "the snapshot's view of it: parity the code of its data" \
 	parity "$a_addr" c21 EC_2P1 40
 C "... and the array's own (mended once, for both)" parity "$a_addr" c21 EC_2P1 40
 check "the snapshot destroyed" 0 A cont snap destroy c21 "$tsnap"
+# Two snapshots taken at once each hold the container while they mend: a
+# mend passes every snapshot's hold, not only its taker's (with only its
+# own, each waited a request timeout for the other's and left the array
+# torn in both views).
+export RACE_OBJ=5
+C "writer 1 of a third fresh array, 40 stripes" race "$a_addr" c21 EC_2P1 1 40
+C "... torn by a writer that dies" tear "$a_addr" c21 EC_2P1 40
+check "... its parity no longer matches its data" 1 "$client" parity "$a_addr" c21 EC_2P1 40
+A cont snap create c21 >"$dir/snap1" 2>"$dir/snap1.err" &
+spid=$!
+check "a snapshot of c21 while another is taken" 0 A cont snap create c21
+tsnap2=$(cat "$dir/out")
+check "... and the other" 0 wait "$spid"
+tsnap1=$(cat "$dir/snap1")
+for s in "$tsnap1" "$tsnap2"; do
+	EC_EPOCH=$s C "snapshot $s's view of it: parity the code of its data" \
+		parity "$a_addr" c21 EC_2P1 40
+	check "snapshot $s destroyed" 0 A cont snap destroy c21 "$s"
+done
 # A dkey's or an object's punch holds its dkey's or object's lease, which
 # nests with its arrays' (lease.h): each waits for the other, and a
 # snapshot's barrier waits for it, so that nothing works on (or keeps)

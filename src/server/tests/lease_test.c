@@ -483,12 +483,13 @@ static void test_nest(void **state)
 }
 
 /*
- * A snapshot taker's mend (holder: its hold's token) passes its own hold,
- * and only its own: another taker's hold keeps it out too.
+ * A snapshot taker's mend (holder: its hold's token) passes every hold of
+ * the container while its own lasts; a token that names no live hold of
+ * this container is no pass.
  */
 static void test_holder(void **state)
 {
-	static const uint8_t c1[16] = "container-one..";
+	static const uint8_t c1[16] = "container-one..", c2[16] = "container-two..";
 	char k1[20];
 	struct lease_tab t;
 	struct lease_ask w = {.token = 7ull << 32 | 1, .session = 3, .dur_ms = 100, .len = 1};
@@ -503,9 +504,21 @@ static void test_holder(void **state)
 	w.holder = 7;
 	assert_int_equal(lease_take(&t, k1, 20, &w, 1 * MS, &left, &last), 0);
 	assert_int_equal(lease_give(&t, k1, 20, &w, false), 0);
-	/* A second taker's hold: the first's mend waits for it. */
+	/* A second taker's hold: the first's mend passes it too, and the
+	 * second's barrier counts the mend as a writer. */
 	assert_int_equal(lease_hold(&t, c1, 8, 10 * MS, 2 * MS), 0);
-	assert_int_equal(lease_take(&t, k1, 20, &w, 3 * MS, &left, &last), -EBUSY);
+	assert_int_equal(lease_take(&t, k1, 20, &w, 3 * MS, &left, &last), 0);
+	assert_int_equal(lease_held_in(&t, c1, 3 * MS), 1);
+	assert_int_equal(lease_give(&t, k1, 20, &w, false), 0);
+	/* A pass naming no hold of this container, or one let go, is none. */
+	w.holder = 9;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 4 * MS, &left, &last), -EBUSY);
+	assert_int_equal(lease_hold(&t, c1, 7, 0, 4 * MS), 0);
+	w.holder = 7;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 4 * MS, &left, &last), -EBUSY);
+	/* Another container's hold is no pass here. */
+	assert_int_equal(lease_hold(&t, c2, 7, 10 * MS, 4 * MS), 0);
+	assert_int_equal(lease_take(&t, k1, 20, &w, 5 * MS, &left, &last), -EBUSY);
 	lease_tab_fini(&t);
 }
 
