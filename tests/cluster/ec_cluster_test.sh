@@ -211,6 +211,8 @@ hold_lease obj
 LODE_TIMEOUT_MS=700 check "with its object's punch lease held, a write waits" 1 \
 	"$client" race "$a_addr" c21 EC_2P1 1 1
 busy "the write"
+LODE_TIMEOUT_MS=700 check "... and so does a snapshot of the container" 1 A cont snap create c21
+busy "the snapshot"
 kill -9 "$lpid"
 wait "$lpid" 2>/dev/null
 hold_lease array
