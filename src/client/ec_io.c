@@ -373,20 +373,24 @@ static int ctx_init(struct ec_ctx *x, lode_cont_t *ct, const struct layout_class
 /*
  * Whether any member holds the array: the members a read went to may hold
  * nothing of it while others do (a hole there, zeros), or none of them does
- * (-ENOENT, as for any array never written, or punched away: a member's
- * size 0 means it holds no byte, the engine's test for a replicated
- * array). A member that cannot answer may hold bytes.
+ * (-ENOENT, as for any array never written, or punched by its dkey or
+ * object). Each member is asked the engine's own question, a one-byte
+ * fetch: -ENOENT when it has no extent of the array at all, as a
+ * replicated array's read is answered. A member that cannot answer may
+ * hold bytes.
  */
 static bool array_exists(struct ec_ctx *x)
 {
 	struct piece pc[EC_CELLS_MAX];
+	uint8_t one[EC_CELLS_MAX];
 
 	for (unsigned m = 0; m < x->nm; m++)
-		pc[m] = (struct piece){.op = NET_OP_ARR_SIZE, .member = (uint8_t)m};
+		pc[m] = (struct piece){.op = NET_OP_ARR_FETCH, .member = (uint8_t)m, .len = 1,
+				       .in = &one[m]};
 	if (batch_run(x->ct, x->oid, x->k, x->epoch, pc, x->nm) < 0)
 		return true; /* cannot tell: zeros rather than a false absence */
 	for (unsigned m = 0; m < x->nm; m++)
-		if (pc[m].rc != -ENOENT && (pc[m].rc < 0 || pc[m].val > 0))
+		if (pc[m].rc != -ENOENT)
 			return true;
 	return false;
 }

@@ -116,9 +116,10 @@ enum net_flag {
 				      * the taker whose token is the epoch's high 32 bits,
 				      * for the ms in its low ones (0: let go); the reply's
 				      * value is the leases still held, its data the
-				      * target's clock. On NET_OP_LEASE: a snapshot
-				      * taker's mend (lode_snap_create), which the hold
-				      * of the token's high 32 bits lets pass */
+				      * target's clock. On NET_OP_LEASE of an array: a
+				      * snapshot taker's mend (lode_snap_create), which
+				      * passes the container's holds while the hold of
+				      * the token's high 32 bits lasts */
 	NET_F_SNAP_TORN = 1u << 8,   /* with NET_F_SNAP_HOLD: after the clock, u32 the
 				      * container's torn EC arrays (lease_torn_in), then
 				      * as many of them as fit in NET_TORN_LIST_MAX bytes:

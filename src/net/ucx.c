@@ -131,7 +131,7 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
  * - Shared-memory receive buffers made 64 at a time, not 512: each worker's
  *   sysv and posix interfaces wrote 512 buffers of 8 KiB (4 MiB) when they
  *   were made, two thirds of the 55 ms a client's connection to 2 targets
- *   took; with 64 it takes 25 ms. The pool grows by 64 when more are held,
+ *   took; with 64 it takes 25-33 ms. The pool grows by 64 when more are held,
  *   and Lode's handlers keep no eager message past their return
  *   (src/net/README.md).
  */

@@ -192,11 +192,13 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 	}
 	if (nested_busy(t, key, klen, a, now_us, left_ms))
 		return -EBUSY;
-	/* A snapshot's mend (its taker's hold lives here) passes every hold of
-	 * the container: it writes no new data, and the other takers' barriers
-	 * count its lease as a writer's, so they wait for it to end. Passing
-	 * only its own, two snapshots taken at once kept each other's out. */
-	mend = a->holder && klen >= 16 && hold_of(t, key, a->holder, now_us);
+	/* A snapshot's mend of an array (its taker's hold lives here) passes
+	 * every hold of the container: it writes no new data (parity and the
+	 * end mark, from the data cells), and the other takers' barriers count
+	 * its lease as a writer's. Passing only its own, two snapshots taken at
+	 * once kept each other's out. A punch's lease removes data: no pass. */
+	mend = a->holder && !a->untorn && !a->sub && klen >= 16 &&
+	       hold_of(t, key, a->holder, now_us);
 	for (unsigned i = 0; i < LEASE_HOLDS && !a->reader && !mend && !(l && l->token) && klen >= 16;
 	     i++) {
 		if (t->holds[i].until_us > now_us && !memcmp(t->holds[i].cont, key, 16)) {

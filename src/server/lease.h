@@ -42,9 +42,9 @@ struct lease_ask {
 	uint64_t off, len; /* the members' range its write covers */
 	bool reader;      /* a degraded read's: it writes nothing, so it neither
 			   * tears the array nor mends it (its give-back keeps a mark) */
-	uint32_t holder;  /* nonzero: a snapshot's mend, which passes every hold of
-			   * the container while this taker's (lease_hold's
-			   * token) lasts */
+	uint32_t holder;  /* nonzero: a snapshot's mend of an array, which passes
+			   * every hold of the container while this taker's
+			   * (lease_hold's token) lasts; no pass for a punch's */
 	bool untorn;      /* a dkey's or an object's punch: a writer (held back by
 			   * holds, counted by lease_held_in) whose end never marks
 			   * anything torn: no mend could redo it */
@@ -103,7 +103,7 @@ int lease_take(struct lease_tab *t, const void *key, size_t klen, const struct l
 /*
  * A snapshot's barrier (lode_snap_create; docs/decisions/0012): while a
  * hold on a container lasts, writers may not take leases of its arrays
- * (-EBUSY; degraded readers and the holders themselves may), so once the
+ * (-EBUSY; degraded readers and the takers' mends may), so once the
  * leases held are given back, no EC write of it is in flight here.
  * lease_hold: taker token's hold of container cont (its 16 bytes, which
  * begin every lease key) until until_us, or let go (0); each taker's hold

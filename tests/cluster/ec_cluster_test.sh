@@ -165,17 +165,23 @@ check "the snapshot destroyed" 0 A cont snap destroy c21 "$tsnap"
 # Two snapshots taken at once each hold the container while they mend: a
 # mend passes every snapshot's hold, not only its taker's (with only its
 # own, each waited a request timeout for the other's and left the array
-# torn in both views).
+# torn in its view). Another array's lease, held 2 s, keeps both barriers
+# waiting, so that both holds are up when the mends start.
 export RACE_OBJ=5
 C "writer 1 of a third fresh array, 40 stripes" race "$a_addr" c21 EC_2P1 1 40
 C "... torn by a writer that dies" tear "$a_addr" c21 EC_2P1 40
 check "... its parity no longer matches its data" 1 "$client" parity "$a_addr" c21 EC_2P1 40
+RACE_OBJ=6 "$client" lease "$a_addr" c21 EC_2P1 array 2 >"$dir/lease6.out" 2>&1 &
+lpid6=$!
+for _ in $(seq 100); do grep -q "^held" "$dir/lease6.out" && break; sleep 0.1; done
+grep -q "^held" "$dir/lease6.out" || failed "the array lease was not taken: $(cat "$dir/lease6.out")"
 A cont snap create c21 >"$dir/snap1" 2>"$dir/snap1.err" &
 spid=$!
 check "a snapshot of c21 while another is taken" 0 A cont snap create c21
 tsnap2=$(cat "$dir/out")
 check "... and the other" 0 wait "$spid"
 tsnap1=$(cat "$dir/snap1")
+check "... and the lease that held them both back was given back" 0 wait "$lpid6"
 for s in "$tsnap1" "$tsnap2"; do
 	EC_EPOCH=$s C "snapshot $s's view of it: parity the code of its data" \
 		parity "$a_addr" c21 EC_2P1 40

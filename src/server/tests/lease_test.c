@@ -485,7 +485,7 @@ static void test_nest(void **state)
 /*
  * A snapshot taker's mend (holder: its hold's token) passes every hold of
  * the container while its own lasts; a token that names no live hold of
- * this container is no pass.
+ * this container is no pass, and a punch's lease gets none.
  */
 static void test_holder(void **state)
 {
@@ -519,6 +519,12 @@ static void test_holder(void **state)
 	/* Another container's hold is no pass here. */
 	assert_int_equal(lease_hold(&t, c2, 7, 10 * MS, 4 * MS), 0);
 	assert_int_equal(lease_take(&t, k1, 20, &w, 5 * MS, &left, &last), -EBUSY);
+	/* A live hold's token passes an array's mend, never a punch's lease. */
+	w.holder = 8;
+	w.untorn = true;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 5 * MS, &left, &last), -EBUSY);
+	w.untorn = false;
+	assert_int_equal(lease_take(&t, k1, 20, &w, 5 * MS, &left, &last), 0);
 	lease_tab_fini(&t);
 }
 
