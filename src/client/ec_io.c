@@ -647,7 +647,8 @@ static int lease_take(struct ec_ctx *x)
 	uint64_t ms = (uint64_t)c->timeout_ms * LEASE_TIMEOUTS;
 	int64_t start = mono_ms(), lost_until = 0;
 	/* A snapshot's mend waits one timeout: what holds the lease longer
-	 * (a reader, another snapshot's mend) is left to that snapshot. */
+	 * (a degraded reader, another snapshot's mend of it) keeps it, and
+	 * the array is left as it is (mend_listed). */
 	int64_t busy_until = start + (x->holder ? 0 : (int64_t)ms) + c->timeout_ms;
 	long wait_ns = 50 * 1000;
 	uint64_t token = lease_token_new();

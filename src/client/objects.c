@@ -2190,10 +2190,10 @@ static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
  * pass the container's holds while this taker's, kept up meanwhile,
  * lasts: no writer can tear another array. An array with a data member
  * lost cannot be mended, nor one whose lease another holds for a request
- * timeout: those are left torn. Asked again while a round finds arrays not dealt
- * with (an answer lists at most NET_TORN_LIST_MAX bytes of them). Returns
- * how many were mended, or an error (a mend's other than those: the
- * snapshot fails with it).
+ * timeout: those are left torn. Asked again while a round finds arrays
+ * not dealt with (an answer lists at most NET_TORN_LIST_MAX bytes of
+ * them). Returns how many were mended, or an error (a mend's other than
+ * those: the snapshot fails with it).
  */
 static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms)
 {
