@@ -88,10 +88,12 @@
  *   rread ADDR CONT CLASS N       read stripes 0..N-1 of the race array
  *                                 through the EC path; prints the result
  *                                 (with RREAD_GONE set, each must be
- *                                 absent: -ENOENT).
+ *                                 absent: -ENOENT; with RREAD_ZEROS, each
+ *                                 must read, and read zeros).
  *   punch ADDR CONT CLASS N       punch the race array's akey (under the
  *                                 lease; N is not used); dpunch its dkey,
- *                                 opunch its object.
+ *                                 opunch its object; rpunch its range of
+ *                                 stripes 0..N-1.
  *   sizes ADDR CONT CLASS SEED    the sizes of the arrays ops SEED writes,
  *                                 printed on one line (to compare them
  *                                 degraded and rebuilt).
@@ -1207,6 +1209,7 @@ static int cmd_rread(struct ctx *x, unsigned n)
 	uint8_t buf[RACE_LEN];
 
 	bool gone = getenv("RREAD_GONE"); /* punched: absent, as a replicated array is */
+	bool zeros = getenv("RREAD_ZEROS"); /* its range punched: zeros, as a replicated one */
 
 	for (unsigned s = 0; s < n; s++) {
 		int rc = lode_obj_read(x->ct, race_oid(x), LODE_EPOCH_MAX, &akey,
@@ -1218,6 +1221,11 @@ static int cmd_rread(struct ctx *x, unsigned n)
 			printf("FAIL stripe %u of a punched array reads (-ENOENT expected)\n", s);
 			return 1;
 		}
+		for (unsigned i = 0; zeros && rc == 0 && i < sizeof(buf); i++)
+			if (buf[i]) {
+				printf("FAIL stripe %u of a range-punched array holds bytes\n", s);
+				return 1;
+			}
 		if (rc < 0) {
 			printf("FAIL read of stripe %u: %d (%s)\n", s, rc, lode_strerror(rc));
 			return 1;
@@ -1316,6 +1324,12 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "sizes")) {
 		x.seed = strtoull(argv[5], NULL, 10);
 		rc = cmd_sizes(&x);
+	} else if (!strcmp(argv[1], "rpunch")) {
+		rc = lode_range_punch(x.ct, race_oid(&x), &akey, 0,
+				      (uint64_t)strtoul(argv[5], NULL, 10) * x.stripe, NULL);
+		printf("%s range punch of race object %u: %s\n", rc ? "FAIL" : "ok  ", race_obj(),
+		       lode_strerror(rc));
+		rc = rc ? 1 : 0;
 	} else if (!strcmp(argv[1], "punch")) {
 		rc = lode_akey_punch(x.ct, race_oid(&x), &akey, NULL);
 		printf("%s akey punch of race object %u: %s\n", rc ? "FAIL" : "ok  ", race_obj(),

@@ -232,6 +232,13 @@ wait "$lpid" 2>/dev/null
 C "the array's writer gone, the dkey punch goes on" dpunch "$a_addr" c21 EC_2P1 1
 C "... and the object punch" opunch "$a_addr" c21 EC_2P1 1
 RREAD_GONE=1 C "... and the array is gone" rread "$a_addr" c21 EC_2P1 2
+# Every byte range-punched, an array still has extents (all punched): its
+# reads give zeros, as a replicated array's do, also where the read goes to
+# a member that never held a byte of it (writer 1 wrote, data member 0 is
+# read).
+RACE_OBJ=7 C "writer 1 of a fresh array, 4 stripes" race "$a_addr" c21 EC_2P1 1 4
+RACE_OBJ=7 C "... all its stripes range-punched" rpunch "$a_addr" c21 EC_2P1 4
+RACE_OBJ=7 RREAD_ZEROS=1 C "... read back as zeros" rread "$a_addr" c21 EC_2P1 4
 # One more, torn and left so, whose data member 0 is on f (engine 5): once
 # f is dead, its reads cannot be mended and must fail, not return bytes
 # rebuilt from parity that does not match.
