@@ -255,6 +255,14 @@ void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms)
 	}
 }
 
+void mgmt_live_awake(struct mgmt *m, int64_t now_ms)
+{
+	if (m->awake_ms)
+		mgmt_live_deaf(m, m->awake_ms, now_ms);
+	if (now_ms > m->awake_ms)
+		m->awake_ms = now_ms;
+}
+
 static void live_drop(struct mgmt *m, uint32_t id)
 {
 	for (size_t i = 0; i < m->nlive; i++)

@@ -1931,7 +1931,6 @@ static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const v
 	l->silent_since_ms = now;
 	l->heartbeat_ms = now;
 	l->deaf_ms = 0;
-	m->heard_ms = now;
 	for (size_t i = 0; i < req->n_targets; i++) {
 		const Lode__Mgmt__V1__Target *t = req->targets[i];
 
@@ -2112,6 +2111,9 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 	if (m->repl && where == LEADER && !mgmt_replica_serves(m, msg, msg_cap))
 		return RPC_UNAVAILABLE;
 	pthread_mutex_lock(&m->lock);
+	/* First after the service was not run (SIGSTOP, no CPU)? That time is
+	 * counted before this call, a heartbeat perhaps, is handled. */
+	mgmt_live_awake(m, mgmt_now_ms(m));
 	if (auth != AUTH_NONE)
 		st = caller_get(m, ci, auth == AUTH_ANY, &who, msg, msg_cap);
 	if (st == RPC_OK)
@@ -2119,6 +2121,7 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 	/* Calls are served one at a time: while this one waited for the
 	 * lock and ran, no heartbeat was heard. */
 	mgmt_live_deaf(m, t0, mgmt_now_ms(m));
+	mgmt_live_awake(m, mgmt_now_ms(m));
 	pthread_mutex_unlock(&m->lock);
 	/* A change of the map is told to the host outside the lock. */
 	mgmt_map_publish(m);

@@ -521,7 +521,6 @@ static void *map_timer_main(void *arg)
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
 		struct timespec ts;
-		int64_t due = mgmt_now_ms(m) + period;
 		int rc;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -534,8 +533,10 @@ static void *map_timer_main(void *arg)
 		/* Woken late: the process was not run (stopped, starved), so
 		 * the handlers heard nothing either; unless they did, since
 		 * (this wait ends only once it has the lock again, which
-		 * short calls may have held in turn). */
-		mgmt_live_deaf(m, due > m->heard_ms ? due : m->heard_ms, mgmt_now_ms(m));
+		 * short calls may have held in turn): the time since anyone
+		 * last held the lock. A call that got it first after such a
+		 * stretch counted it already. */
+		mgmt_live_awake(m, mgmt_now_ms(m));
 		if (!mgmt_replica_lead(m))
 			continue; /* a follower: the leader checks */
 		rc = mgmt_map_check(m, mgmt_now_ms(m));

@@ -239,7 +239,7 @@ struct mgmt {
 	unsigned heartbeat_ms, grace_ms;
 	struct mgmt_engine_live *live; /* [nlive], by engine */
 	int64_t deaf_until_ms;         /* the end of the last deaf stretch counted */
-	int64_t heard_ms;              /* the last heartbeat handled, from any engine */
+	int64_t awake_ms;              /* the last time a call or the timer held m->lock */
 	size_t nlive;
 	uint32_t map_version;  /* the persisted one; atomic (mgmt_map_version) */
 	pthread_t map_timer;
@@ -317,6 +317,14 @@ void mgmt_live_free(struct mgmt *m);
  * m->lock.
  */
 void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms);
+/*
+ * m->lock just taken, by a call or the map's timer, at now_ms: the time
+ * since anyone last held it (more than a heartbeat) is time the whole
+ * service was not run (stopped, starved of CPU), so it heard nothing:
+ * mgmt_live_deaf. Whichever runs first after such a stretch counts it,
+ * before a heartbeat it handles can make it look heard.
+ */
+void mgmt_live_awake(struct mgmt *m, int64_t now_ms);
 /* Reintegration of an OUT engine (docs/decisions/0014): its record keeps
  * its slot, OUT, under a uuid no engine has and no address, so that the
  * engine's next heartbeat is refused and it joins again as a new engine

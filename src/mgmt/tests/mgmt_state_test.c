@@ -1624,6 +1624,45 @@ static void test_service_deaf(void **state)
 	world_end(&w);
 }
 
+/*
+ * The whole service not run for 4.5 s (SIGSTOP, or no CPU): the first call
+ * to take the lock after it counts the stretch before it is handled, so a
+ * heartbeat of one engine heard then does not leave the other, whose
+ * heartbeat has not had its turn yet, silent for 4.5 s (grace 3 s). Past a
+ * grace of real silence, it goes DOWN.
+ */
+static void test_service_stopped(void **state)
+{
+	struct world w;
+	uint32_t e1, e2;
+	int64_t now;
+
+	(void)state;
+	world_make(&w, "stopped");
+	w.m->grace_ms = 3000;
+	w.m->heartbeat_ms = 200;
+	e1 = join_ok(w.m, &w.agent, 1, "h:1");
+	e2 = join_ok(w.m, &w.agent, 2, "h:2");
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, e1, 1), RPC_OK);
+	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, e2, 2), RPC_OK);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
+	/* Both last heard, and the lock last held, 4.5 s ago. */
+	pthread_mutex_lock(&w.m->lock);
+	now = mgmt_now_ms(w.m);
+	w.m->awake_ms = now - 4500;
+	w.m->deaf_until_ms = now - 4500;
+	mgmt_live_get(w.m, e1, 0)->silent_since_ms = now - 4500;
+	mgmt_live_get(w.m, e2, 0)->silent_since_ms = now - 4500;
+	pthread_mutex_unlock(&w.m->lock);
+	assert_int_equal(heartbeat(w.m, &w.agent, e1, 1, NULL, NULL), RPC_OK);
+	now = mgmt_now_ms(w.m);
+	assert_int_equal(mgmt_tick(w.m, now + 100), 0);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
+	assert_int_equal(mgmt_tick(w.m, now + 3100), 1);
+	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_DOWN);
+	world_end(&w);
+}
+
 static void rebuild_report(Lode__Mgmt__V1__RebuildStatus *rb, uint32_t version, bool running,
 			   uint64_t objs, uint64_t bytes, int64_t started, int64_t finished)
 {
@@ -2179,6 +2218,7 @@ int main(void)
 		cmocka_unit_test(test_engine_heartbeat),
 		cmocka_unit_test(test_engine_detection),
 		cmocka_unit_test(test_service_deaf),
+		cmocka_unit_test(test_service_stopped),
 		cmocka_unit_test(test_rebuild),
 		cmocka_unit_test(test_reclaim),
 		cmocka_unit_test(test_engine_set_state),
