@@ -2192,23 +2192,25 @@ static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
  * lost cannot be mended, nor one whose lease another holds for a request
  * timeout: those are left torn. Asked again while a round finds arrays
  * not dealt with (an answer lists at most NET_TORN_LIST_MAX bytes of
- * them). Returns how many were mended, or an error (a mend's other than
- * those: the snapshot fails with it).
+ * them), and while other takers' mends hold leases. Returns how many were
+ * mended, or an error (a mend's other than those: the snapshot fails with
+ * it).
  */
 static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms)
 {
 	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
 	struct mends md = {.ct = ct, .token = token, .ms = ms, .renewed = agent_now_ms(),
 			   .h2 = calloc(CONN_TARGETS_MAX, sizeof(*md.h2))};
-	size_t seen;
+	int64_t until = agent_now_ms() + 3 * (int64_t)ct->c->timeout_ms;
+	bool again;
 	int rc = h && md.h2 ? 0 : -ENOMEM;
 
 	do {
-		struct hold_sum sum;
+		struct hold_sum sum = {0};
 		uint8_t *buf = NULL;
+		size_t seen = md.seen.n;
 		unsigned n;
 
-		seen = md.seen.n;
 		if (rc == 0)
 			rc = hold_round(ct, token, ms, true, h, &n, &buf, &sum);
 		md.renewed = agent_now_ms();
@@ -2216,7 +2218,15 @@ static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms)
 			if (h[i].a.rc == 0)
 				rc = mend_listed(&md, h[i].data + 12, h[i].data + h[i].a.in_len);
 		free(buf);
-	} while (rc == 0 && md.seen.n > seen);
+		/* Leases held now are other takers' mends (writers wait behind
+		 * the holds, and this taker's are given back): an array one of
+		 * them holds is not listed, and is listed again if its mend
+		 * fails. Asked again until they end, for up to three request
+		 * timeouts (the barrier that follows waits for them too). */
+		again = rc == 0 && (md.seen.n > seen || (sum.held && agent_now_ms() < until));
+		if (again && md.seen.n == seen)
+			nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+	} while (again);
 	for (size_t i = 0; i < md.seen.n; i++)
 		free(md.seen.v[i]);
 	free(md.seen.v);
@@ -2254,9 +2264,12 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	if (!token)
 		token = 1;
 	/* Torn arrays are mended under the hold (snap_mend), and the clock
-	 * asked again above their mends. */
+	 * asked again above their mends. Again even when this taker mended
+	 * none: another taker's mend may have held an array torn at the
+	 * first clock while this one listed them (a held lease is not
+	 * listed), and the second barrier waits for that mend to end. */
 	rc = snap_hold(ct, token, hold_ms, &clock);
-	if (rc == 0 && (rc = snap_mend(ct, token, hold_ms)) > 0)
+	if (rc == 0 && (rc = snap_mend(ct, token, hold_ms)) >= 0)
 		rc = snap_hold(ct, token, hold_ms, &clock);
 	if (rc < 0) {
 		(void)snap_hold(ct, token, 0, NULL);
