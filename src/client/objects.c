@@ -2033,14 +2033,15 @@ static int hold_round(lode_cont_t *ct, uint32_t token, uint32_t ms, bool torn,
  * token, for ms (0: lets go) and says how many are held still, and its
  * clock. Asked again each millisecond until none is held anywhere (each
  * holder gives its lease back once its pieces have landed, or it runs
- * out), for at most three request timeouts, then -EBUSY (before writers
- * waiting behind the hold give up). *clock_out: the latest clock any said
- * in a round after the first that found none held, so that a piece that
- * landed just before its lease's give-back is below it wherever it is.
+ * out), until the snapshot's deadline (three request timeouts from its
+ * start), then -EBUSY (before writers waiting behind the hold give up).
+ * *clock_out: the latest clock any said in a round after the first that
+ * found none held, so that a piece that landed just before its lease's
+ * give-back is below it wherever it is.
  */
-static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, lode_epoch_t *clock_out)
+static int snap_hold(lode_cont_t *ct, uint32_t token, uint32_t ms, int64_t until,
+		     lode_epoch_t *clock_out)
 {
-	int64_t until = agent_now_ms() + 3 * (int64_t)ct->c->timeout_ms;
 	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
 	bool drained = false;
 	int rc;
@@ -2192,16 +2193,15 @@ static int mend_listed(struct mends *md, const uint8_t *d, const uint8_t *end)
  * lost cannot be mended, nor one whose lease another holds for a request
  * timeout: those are left torn. Asked again while a round finds arrays
  * not dealt with (an answer lists at most NET_TORN_LIST_MAX bytes of
- * them), and while other takers' mends hold leases. Returns how many were
- * mended, or an error (a mend's other than those: the snapshot fails with
- * it).
+ * them), and while other takers' mends hold leases, until the deadline
+ * (-EBUSY then, as for the barrier). Returns how many were mended, or an
+ * error (a mend's other than those: the snapshot fails with it).
  */
-static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms)
+static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms, int64_t until)
 {
 	struct hold_reply *h = calloc(CONN_TARGETS_MAX, sizeof(*h));
 	struct mends md = {.ct = ct, .token = token, .ms = ms, .renewed = agent_now_ms(),
 			   .h2 = calloc(CONN_TARGETS_MAX, sizeof(*md.h2))};
-	int64_t until = agent_now_ms() + 3 * (int64_t)ct->c->timeout_ms;
 	bool again;
 	int rc = h && md.h2 ? 0 : -ENOMEM;
 
@@ -2219,11 +2219,12 @@ static int snap_mend(lode_cont_t *ct, uint32_t token, uint32_t ms)
 				rc = mend_listed(&md, h[i].data + 12, h[i].data + h[i].a.in_len);
 		free(buf);
 		/* Leases held now are other takers' mends (writers wait behind
-		 * the holds, and this taker's are given back): an array one of
-		 * them holds is not listed, and is listed again if its mend
-		 * fails. Asked again until they end, for up to three request
-		 * timeouts (the barrier that follows waits for them too). */
-		again = rc == 0 && (md.seen.n > seen || (sum.held && agent_now_ms() < until));
+		 * the holds; this taker's give-backs are on their way): an array
+		 * one of them holds is not listed, and is listed again if its
+		 * mend fails. Asked again until they end. */
+		if (rc == 0 && md.seen.n == seen && sum.held && agent_now_ms() > until)
+			rc = -EBUSY;
+		again = rc == 0 && (md.seen.n > seen || sum.held);
 		if (again && md.seen.n == seen)
 			nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
 	} while (again);
@@ -2242,6 +2243,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	bool done[CONN_TARGETS_MAX] = {false};
 	lode_epoch_t clock = 0;
 	uint32_t token = 0, hold_ms;
+	int64_t until;
 	int rc;
 
 	if (!ct || !epoch_out)
@@ -2268,11 +2270,12 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	 * none: another taker's mend may have held an array torn at the
 	 * first clock while this one listed them (a held lease is not
 	 * listed), and the second barrier waits for that mend to end. */
-	rc = snap_hold(ct, token, hold_ms, &clock);
-	if (rc == 0 && (rc = snap_mend(ct, token, hold_ms)) >= 0)
-		rc = snap_hold(ct, token, hold_ms, &clock);
+	until = agent_now_ms() + 3 * (int64_t)ct->c->timeout_ms;
+	rc = snap_hold(ct, token, hold_ms, until, &clock);
+	if (rc == 0 && (rc = snap_mend(ct, token, hold_ms, until)) >= 0)
+		rc = snap_hold(ct, token, hold_ms, until, &clock);
 	if (rc < 0) {
-		(void)snap_hold(ct, token, 0, NULL);
+		(void)snap_hold(ct, token, 0, 0, NULL);
 		return rc;
 	}
 	a.cont = ct->uuid;
@@ -2285,7 +2288,7 @@ int lode_snap_create(lode_cont_t *ct, lode_epoch_t *epoch_out)
 	if (rc == 0 && !ct->c->map_local &&
 	    (rc = conn_map_fetch(ct->c)) == 0 && (rc = conn_engines_fresh(ct->c)) == 0)
 		rc = snap_send(ct->c, &a, done);
-	(void)snap_hold(ct, token, 0, NULL);
+	(void)snap_hold(ct, token, 0, 0, NULL);
 	if (rc < 0) {
 		/* Taken on some targets: dropped again where it was sent, so
 		 * that a failure leaves no snapshot (the first error is what

@@ -527,6 +527,8 @@ static void *map_timer_main(void *arg)
 		ts.tv_nsec += (long)(period % 1000) * 1000000;
 		ts.tv_sec += period / 1000 + ts.tv_nsec / 1000000000;
 		ts.tv_nsec %= 1000000000;
+		/* Letting go of the lock: a long check just done counts. */
+		mgmt_live_awake(m, mgmt_now_ms(m));
 		pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 		if (m->stopping)
 			break;
@@ -543,9 +545,13 @@ static void *map_timer_main(void *arg)
 		if (rc < 0)
 			fprintf(stderr, "mgmt: checking the pool map: %s\n", lode_strerror(rc));
 		if (rc > 0) {
+			mgmt_live_awake(m, mgmt_now_ms(m));
 			pthread_mutex_unlock(&m->lock);
 			mgmt_map_publish(m);
 			pthread_mutex_lock(&m->lock);
+			/* Calls could take the lock (and hear) while it was let
+			 * go: that time is not the service's deafness. */
+			m->awake_ms = mgmt_now_ms(m);
 		}
 	}
 	pthread_mutex_unlock(&m->lock);

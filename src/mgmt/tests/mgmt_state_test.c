@@ -1655,6 +1655,11 @@ static void test_service_stopped(void **state)
 	mgmt_live_get(w.m, e2, 0)->silent_since_ms = now - 4500;
 	pthread_mutex_unlock(&w.m->lock);
 	assert_int_equal(heartbeat(w.m, &w.agent, e1, 1, NULL, NULL), RPC_OK);
+	/* Counted before the heartbeat was handled: e1's count starts again
+	 * from none (counted after, it would hold the stretch), and e2's
+	 * silence moved by a grace, all a stretch may move it. */
+	assert_int_equal(mgmt_live_get(w.m, e1, 0)->deaf_ms, 0);
+	assert_int_equal(mgmt_live_get(w.m, e2, 0)->deaf_ms, 3000);
 	now = mgmt_now_ms(w.m);
 	assert_int_equal(mgmt_tick(w.m, now + 100), 0);
 	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
