@@ -162,6 +162,12 @@ EC_EPOCH=$tsnap C "the snapshot's view of it: parity the code of its data" \
 	parity "$a_addr" c21 EC_2P1 40
 C "... and the array's own (mended once, for both)" parity "$a_addr" c21 EC_2P1 40
 check "the snapshot destroyed" 0 A cont snap destroy c21 "$tsnap"
+hold_lease() { # hold_lease WHAT [SECS]: ec_client holds that lease (pid in lpid) SECS [60]
+	"$client" lease "$a_addr" c21 EC_2P1 "$1" "${2:-60}" >"$dir/lease.out" 2>&1 &
+	lpid=$!
+	for _ in $(seq 100); do grep -q "^held" "$dir/lease.out" && return; sleep 0.1; done
+	failed "the $1 lease was not taken: $(cat "$dir/lease.out")"
+}
 # Two snapshots taken at once each hold the container while they mend: a
 # mend passes every snapshot's hold, not only its taker's (with only its
 # own, each waited a request timeout for the other's and left the array
@@ -171,17 +177,14 @@ export RACE_OBJ=5
 C "writer 1 of a third fresh array, 40 stripes" race "$a_addr" c21 EC_2P1 1 40
 C "... torn by a writer that dies" tear "$a_addr" c21 EC_2P1 40
 check "... its parity no longer matches its data" 1 "$client" parity "$a_addr" c21 EC_2P1 40
-RACE_OBJ=6 "$client" lease "$a_addr" c21 EC_2P1 array 2 >"$dir/lease6.out" 2>&1 &
-lpid6=$!
-for _ in $(seq 100); do grep -q "^held" "$dir/lease6.out" && break; sleep 0.1; done
-grep -q "^held" "$dir/lease6.out" || failed "the array lease was not taken: $(cat "$dir/lease6.out")"
+RACE_OBJ=6 hold_lease array 2
 A cont snap create c21 >"$dir/snap1" 2>"$dir/snap1.err" &
 spid=$!
 check "a snapshot of c21 while another is taken" 0 A cont snap create c21
 tsnap2=$(cat "$dir/out")
 check "... and the other" 0 wait "$spid"
 tsnap1=$(cat "$dir/snap1")
-check "... and the lease that held them both back was given back" 0 wait "$lpid6"
+check "... and the lease that held them both back was given back" 0 wait "$lpid"
 for s in "$tsnap1" "$tsnap2"; do
 	EC_EPOCH=$s C "snapshot $s's view of it: parity the code of its data" \
 		parity "$a_addr" c21 EC_2P1 40
@@ -195,32 +198,22 @@ done
 # a short timeout.
 export RACE_OBJ=4
 C "an array to punch" race "$a_addr" c21 EC_2P1 0 2
-hold_lease() { # hold_lease WHAT: ec_client holds that lease until killed
-	"$client" lease "$a_addr" c21 EC_2P1 "$1" 60 >"$dir/lease.out" 2>&1 &
-	lpid=$!
-	for _ in $(seq 100); do grep -q "^held" "$dir/lease.out" && return; sleep 0.1; done
-	failed "the $1 lease was not taken: $(cat "$dir/lease.out")"
-}
 busy() { # busy WHAT: the last check's command gave up on a busy lease
 	grep -qiE "busy|-16" "$dir/out" "$dir/err" || failed "$1: not busy: $(cat "$dir/out" "$dir/err")"
 }
-hold_lease dkey
-LODE_TIMEOUT_MS=700 check "with its dkey's punch lease held, a write under the dkey waits" 1 \
-	"$client" race "$a_addr" c21 EC_2P1 1 1
-busy "the write"
-LODE_TIMEOUT_MS=700 check "... and so does a snapshot of the container" 1 A cont snap create c21
-busy "the snapshot"
-kill -9 "$lpid"
-wait "$lpid" 2>/dev/null
+punch_held() { # punch_held KIND WHOSE [WHERE]: with that punch lease held, a write and a snapshot wait
+	hold_lease "$1"
+	LODE_TIMEOUT_MS=700 check "with its $2 punch lease held, a write${3:-} waits" 1 \
+		"$client" race "$a_addr" c21 EC_2P1 1 1
+	busy "the write"
+	LODE_TIMEOUT_MS=700 check "... and so does a snapshot of the container" 1 A cont snap create c21
+	busy "the snapshot"
+	kill -9 "$lpid"
+	wait "$lpid" 2>/dev/null
+}
+punch_held dkey "dkey's" " under the dkey"
 C "the punch's holder gone (its session closed), the write goes on" race "$a_addr" c21 EC_2P1 1 1
-hold_lease obj
-LODE_TIMEOUT_MS=700 check "with its object's punch lease held, a write waits" 1 \
-	"$client" race "$a_addr" c21 EC_2P1 1 1
-busy "the write"
-LODE_TIMEOUT_MS=700 check "... and so does a snapshot of the container" 1 A cont snap create c21
-busy "the snapshot"
-kill -9 "$lpid"
-wait "$lpid" 2>/dev/null
+punch_held obj "object's"
 hold_lease array
 LODE_TIMEOUT_MS=700 check "with an array's lease held, a punch of its dkey waits" 1 \
 	"$client" dpunch "$a_addr" c21 EC_2P1 1
