@@ -9,7 +9,8 @@
 #           reads and writes go through liblodefs and skip the kernel;
 #   lib     `lode bench --api fs`: liblodefs itself, no kernel at all;
 # and runs the same fio workloads (O_DIRECT, so every I/O reaches the file
-# system under test rather than the page cache) on each, REPEAT times, plus
+# system under test rather than the page cache) on each, REPEAT times (a
+# case's columns back to back, in reverse order on even repeats), plus
 # lode-mdbench's metadata rates. It prints a Markdown table of medians with
 # their spread, the ratios the issue sets targets for, and keeps every JSON.
 #
@@ -33,7 +34,7 @@
 set -euo pipefail
 
 usage() {
-	sed -n '3,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '3,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 case "${1:-}" in
 -h | --help)
@@ -163,32 +164,49 @@ run_fio() { # where name args rep
 	}
 }
 
+run_lib() { # name args rep
+	local name=$1 args=$2 rep=$3 jobs
+	jobs=${args##*--numjobs }
+	# shellcheck disable=SC2086 # args is a list of words by design
+	LODEFS_CHANNELS=32 "$BIN/lode" bench --api fs --cont fsbench --transport "$TRANSPORT" \
+		$args --size "$((SIZE_MB / jobs))m" --runtime "$RUNTIME" --ramp "$RAMP" --json \
+		>"$OUT/lib.$name.r$rep.json" 2>"$OUT/lib.$name.r$rep.err" || {
+		echo "run.sh: lode bench $name failed:" >&2
+		cat "$OUT/lib.$name.r$rep.err" >&2
+		exit 1
+	}
+}
+
+# Every column of a case runs back to back, so that a ratio compares runs
+# seconds apart; even repeats run them in reverse, so that a column's place
+# in the sequence (the first run after another kind ran slower in A/B
+# tests, 2026-11-28) does not favour one column in the medians.
 for rep in $(seq 1 "$REPEAT"); do
 	for c in "${FIO_CASES[@]}"; do
 		name=${c%%|*}
 		args=${c#*|}
 		[[ $name =~ $CASES ]] || continue
-		for where in local pt fuse preload; do
-			# io_uring submissions go to the kernel: the preload library cannot take them.
-			[[ $where == preload && $name == *uring* ]] && continue
-			echo "run.sh: run $rep/$REPEAT: fio $name on $where" >&2
-			run_fio "$where" "$name" "$args" "$rep"
+		cols=(local pt fuse)
+		# io_uring submissions go to the kernel: the preload library cannot take them.
+		[[ $name == *uring* ]] || cols+=(preload)
+		libargs=
+		for l in "${LIB_CASES[@]}"; do
+			[ "${l%%|*}" = "$name" ] && libargs=${l#*|} && cols+=(lib)
 		done
-	done
-	for c in "${LIB_CASES[@]}"; do
-		name=${c%%|*}
-		args=${c#*|}
-		[[ $name =~ $CASES ]] || continue
-		echo "run.sh: run $rep/$REPEAT: lode bench --api fs $name" >&2
-		jobs=${args##*--numjobs }
-		# shellcheck disable=SC2086
-		LODEFS_CHANNELS=32 "$BIN/lode" bench --api fs --cont fsbench --transport "$TRANSPORT" \
-			$args --size "$((SIZE_MB / jobs))m" --runtime "$RUNTIME" --ramp "$RAMP" --json \
-			>"$OUT/lib.$name.r$rep.json" 2>"$OUT/lib.$name.r$rep.err" || {
-			echo "run.sh: lode bench $name failed:" >&2
-			cat "$OUT/lib.$name.r$rep.err" >&2
-			exit 1
-		}
+		if [ $((rep % 2)) = 0 ]; then
+			for ((i = 0, j = ${#cols[@]} - 1; i < j; i++, j--)); do
+				t=${cols[i]} cols[i]=${cols[j]} cols[j]=$t
+			done
+		fi
+		for where in "${cols[@]}"; do
+			if [ "$where" = lib ]; then
+				echo "run.sh: run $rep/$REPEAT: lode bench --api fs $name" >&2
+				run_lib "$name" "$libargs" "$rep"
+			else
+				echo "run.sh: run $rep/$REPEAT: fio $name on $where" >&2
+				run_fio "$where" "$name" "$args" "$rep"
+			fi
+		done
 	done
 	[[ md =~ $CASES ]] || continue
 	for threads in 1 4; do
@@ -276,7 +294,7 @@ for n in names:
     print("| %s | %s |" % (n, " | ".join(row)))
 
 print("\n### Targets (4 KiB random reads, psync, 16 and 32 threads)\n")
-print("Each ratio is taken within one repeat (the two runs minutes apart at most),")
+print("Each ratio is taken within one repeat (the two runs back to back, in either order),")
 print("then the median over repeats, with min–max.\n")
 print("| ratio | j16 | j32 | target |")
 print("|---|---|---|---|")
