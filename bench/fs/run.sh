@@ -8,6 +8,9 @@
 #   preload the same mount with LD_PRELOAD=liblode-preload.so, so fio's
 #           reads and writes go through liblodefs and skip the kernel;
 #   lib     `lode bench --api fs`: liblodefs itself, no kernel at all;
+#   plb     `lode bench --api posix` on the mount under the preload library:
+#           the preload path driven by lode bench's loop, so that beside
+#           lib it shows the library's own cost without fio's;
 # and runs the same fio workloads (O_DIRECT, so every I/O reaches the file
 # system under test rather than the page cache) on each, REPEAT times (a
 # case's columns back to back, in reverse order on even repeats), plus
@@ -34,7 +37,7 @@
 set -euo pipefail
 
 usage() {
-	sed -n '3,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '3,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 case "${1:-}" in
 -h | --help)
@@ -164,15 +167,20 @@ run_fio() { # where name args rep
 	}
 }
 
-run_lib() { # name args rep
-	local name=$1 args=$2 rep=$3 jobs
+run_lib() { # where(lib|plb) name args rep
+	local where=$1 name=$2 args=$3 rep=$4 jobs api=(--api fs --cont fsbench) pre=()
 	jobs=${args##*--numjobs }
+	if [ "$where" = plb ]; then
+		mkdir -p "$MNT_LODE/plb-$name"
+		api=(--api posix --dir "$MNT_LODE/plb-$name")
+		pre=(env LD_PRELOAD="$PRELOAD")
+	fi
 	# shellcheck disable=SC2086 # args is a list of words by design
-	LODEFS_CHANNELS=32 "$BIN/lode" bench --api fs --cont fsbench --transport "$TRANSPORT" \
+	"${pre[@]}" env LODEFS_CHANNELS=32 "$BIN/lode" bench "${api[@]}" --transport "$TRANSPORT" \
 		$args --size "$((SIZE_MB / jobs))m" --runtime "$RUNTIME" --ramp "$RAMP" --json \
-		>"$OUT/lib.$name.r$rep.json" 2>"$OUT/lib.$name.r$rep.err" || {
-		echo "run.sh: lode bench $name failed:" >&2
-		cat "$OUT/lib.$name.r$rep.err" >&2
+		>"$OUT/$where.$name.r$rep.json" 2>"$OUT/$where.$name.r$rep.err" || {
+		echo "run.sh: lode bench $name on $where failed:" >&2
+		cat "$OUT/$where.$name.r$rep.err" >&2
 		exit 1
 	}
 }
@@ -191,7 +199,7 @@ for rep in $(seq 1 "$REPEAT"); do
 		[[ $name == *uring* ]] || cols+=(preload)
 		libargs=
 		for l in "${LIB_CASES[@]}"; do
-			[ "${l%%|*}" = "$name" ] && libargs=${l#*|} && cols+=(lib)
+			[ "${l%%|*}" = "$name" ] && libargs=${l#*|} && cols+=(lib plb)
 		done
 		if [ $((rep % 2)) = 0 ]; then
 			for ((i = 0, j = ${#cols[@]} - 1; i < j; i++, j--)); do
@@ -199,9 +207,9 @@ for rep in $(seq 1 "$REPEAT"); do
 			done
 		fi
 		for where in "${cols[@]}"; do
-			if [ "$where" = lib ]; then
-				echo "run.sh: run $rep/$REPEAT: lode bench --api fs $name" >&2
-				run_lib "$name" "$libargs" "$rep"
+			if [ "$where" = lib ] || [ "$where" = plb ]; then
+				echo "run.sh: run $rep/$REPEAT: lode bench $name on $where" >&2
+				run_lib "$where" "$name" "$libargs" "$rep"
 			else
 				echo "run.sh: run $rep/$REPEAT: fio $name on $where" >&2
 				run_fio "$where" "$name" "$args" "$rep"
@@ -234,9 +242,9 @@ python3 - "$OUT" "$REPEAT" <<'PY' | tee "$OUT/summary.md"
 import glob, json, os, statistics, sys
 
 out, repeat = sys.argv[1], int(sys.argv[2])
-WHERE = ["local", "pt", "fuse", "preload", "lib"]
+WHERE = ["local", "pt", "fuse", "preload", "lib", "plb"]
 LABEL = {"local": "tmpfs", "pt": "passthrough_ll", "fuse": "lode-fuse",
-         "preload": "preload", "lib": "liblodefs"}
+         "preload": "preload", "lib": "liblodefs", "plb": "preload (lode bench)"}
 
 
 def runs(where, name):
@@ -280,7 +288,8 @@ def fmt(v, big):
 
 names = sorted({os.path.basename(p).split(".")[1] for p in glob.glob(os.path.join(out, "*.r1.json"))
                 if not os.path.basename(p).split(".")[1].startswith("md-")})
-print("### Data path (fio --direct=1; lode bench --api fs for liblodefs), medians of %d runs\n" % repeat)
+print("### Data path (fio --direct=1; lode bench --api fs for liblodefs, --api posix\n"
+      "under the preload library for the last column), medians of %d runs\n" % repeat)
 print("| workload | " + " | ".join(LABEL[w] for w in WHERE) + " |")
 print("|---|" + "---|" * len(WHERE))
 vals = {}
@@ -311,7 +320,8 @@ def ratio(a, b, n):
     return statistics.median(rs), min(rs), max(rs)
 for a, b, t, text in [("fuse", "pt", 0.8, "lode-fuse / passthrough_ll"),
                       ("preload", "lib", 0.9, "preload / liblodefs"),
-                      ("preload", "fuse", 3.0, "preload / lode-fuse")]:
+                      ("preload", "fuse", 3.0, "preload / lode-fuse"),
+                      ("plb", "lib", 0.9, "preload (lode bench) / liblodefs")]:
     cells = []
     for n in ["randread-4k-j16", "randread-4k-j32"]:
         r = ratio(a, b, n)

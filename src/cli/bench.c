@@ -34,7 +34,13 @@
  * file, /lode-bench/job-N, in the container mounted through liblodefs;
  * liblodefs calls block, so there each job keeps one I/O in flight and
  * concurrency comes from --numjobs (the instance gives each job's thread a
- * connection of its own), as with fio's psync engine.
+ * connection of its own), as with fio's psync engine. With --api posix the
+ * region is DIR/job-N, opened O_DIRECT, read and written with pread and
+ * pwrite: the same loop on any file system, so that a Lode mount under
+ * LD_PRELOAD=liblode-preload.so and --api fs compare the preload library
+ * with liblodefs under one driver (fio's own cost per I/O is not in it).
+ * No container is used then; a Lode system, if one answers, is asked for
+ * its targets' CPU time only.
  *
  * A job keeps iodepth requests in flight and resubmits a slot as soon as
  * lode_eq_poll reports it. An I/O counts when it was submitted inside the
@@ -106,8 +112,8 @@ static const char *const g_prog = "lode bench";
 enum bench_rw { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_MIXED };
 static const char *const rw_name[] = {"read", "write", "randread", "randwrite", "mixed"};
 
-enum bench_api { API_OBJ, API_ARRAY, API_FS };
-static const char *const api_name[] = {"obj", "array", "fs"};
+enum bench_api { API_OBJ, API_ARRAY, API_FS, API_POSIX };
+static const char *const api_name[] = {"obj", "array", "fs", "posix"};
 #define FS_DIR "/lode-bench"
 
 struct bench_opts {
@@ -123,6 +129,7 @@ struct bench_opts {
 	double ramp;
 	const char *cont;
 	enum bench_api api;
+	const char *dir;       /* --api posix: where the jobs' files are */
 	bool registered;
 	bool prefill;
 	bool verify;
@@ -453,6 +460,7 @@ struct job {
 	lode_cont_t *cont;
 	lode_eq_t *eq;
 	lodefs_file_t *file;    /* --api fs */
+	int fd;                 /* --api posix; -1: none */
 	struct lode_conn_info info;
 	uint8_t *bufs;          /* iodepth slices of bs bytes */
 	struct slot *slots;
@@ -474,21 +482,31 @@ static const char *op_name(enum dir d)
 		return d == DIR_READ ? "lode_obj_read" : "lode_obj_write";
 	if (g.o.api == API_FS)
 		return d == DIR_READ ? "lodefs_file_read" : "lodefs_file_write";
+	if (g.o.api == API_POSIX)
+		return d == DIR_READ ? "pread" : "pwrite";
 	return d == DIR_READ ? "lode_array_read" : "lode_array_write";
 }
 
-/* --api fs: the job's file, one slot, and a plain buffer. */
+/* --api fs and posix: the job's file, one slot, and a plain buffer. */
 static int job_setup_fs(struct job *j)
 {
 	const struct bench_opts *o = &g.o;
-	char path[64];
+	char path[PATH_MAX];
 	void *p;
 	int rc;
 
-	snprintf(path, sizeof(path), FS_DIR "/job-%u", j->id);
-	rc = lodefs_path_open(g.fs, NULL, path, O_CREAT | O_RDWR, 0644, &j->file);
-	if (rc < 0)
-		return bench_fail(rc, "job %u: lodefs_path_open %s", j->id, path);
+	if (o->api == API_POSIX) {
+		/* O_DIRECT, as fio's --direct=1: the file system under test
+		 * serves every I/O, not the page cache. */
+		snprintf(path, sizeof(path), "%s/job-%u", o->dir, j->id);
+		if ((j->fd = open(path, O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644)) < 0)
+			return bench_fail(-errno, "job %u: open %s (O_DIRECT)", j->id, path);
+	} else {
+		snprintf(path, sizeof(path), FS_DIR "/job-%u", j->id);
+		rc = lodefs_path_open(g.fs, NULL, path, O_CREAT | O_RDWR, 0644, &j->file);
+		if (rc < 0)
+			return bench_fail(rc, "job %u: lodefs_path_open %s", j->id, path);
+	}
 	rc = posix_memalign(&p, 4096, o->bs);
 	if (rc)
 		return bench_fail(-rc, "job %u: malloc of %u bytes", j->id, o->bs);
@@ -512,7 +530,7 @@ static int job_setup(struct job *j)
 	unsigned i;
 	int rc;
 
-	if (o->api == API_FS)
+	if (o->api == API_FS || o->api == API_POSIX)
 		return job_setup_fs(j);
 	rc = lode_connect(o->addr, &copts, &j->conn);
 	if (rc < 0)
@@ -571,8 +589,10 @@ static void job_teardown(struct job *j)
 		return;
 	if (j->file)
 		lodefs_file_close(j->file);
+	if (j->fd >= 0)
+		close(j->fd);
 	if (j->bufs) {
-		if (g.o.registered && g.o.api != API_FS)
+		if (g.o.registered && g.o.api != API_FS && g.o.api != API_POSIX)
 			lode_buf_free(j->conn, j->bufs);
 		else
 			free(j->bufs);
@@ -682,7 +702,21 @@ static bool job_more(const struct job *j, const struct phase *ph, uint64_t now)
  * Keep iodepth requests in flight until the phase ends, then drain. Returns
  * early, with requests still in flight, only if lode_eq_poll itself fails.
  */
-/* --api fs: one blocking call after another, each timed like a completion. */
+/* One blocking read or write of s's block: bytes moved, or -errno. */
+static ssize_t fs_io(struct job *j, struct slot *s)
+{
+	uint64_t off = s->block * g.o.bs;
+	ssize_t n;
+
+	if (g.o.api == API_FS)
+		return s->dir == DIR_READ ? lodefs_file_read(j->file, s->buf, g.o.bs, off)
+					  : lodefs_file_write(j->file, s->buf, g.o.bs, off, NULL);
+	n = s->dir == DIR_READ ? pread(j->fd, s->buf, g.o.bs, (off_t)off)
+			       : pwrite(j->fd, s->buf, g.o.bs, (off_t)off);
+	return n < 0 ? -errno : n;
+}
+
+/* --api fs and posix: one blocking call after another, each timed like a completion. */
 static void job_phase_fs(struct job *j, const struct phase *ph)
 {
 	struct slot *s = &j->slots[0];
@@ -694,10 +728,7 @@ static void job_phase_fs(struct job *j, const struct phase *ph)
 	while (job_more(j, ph, now)) {
 		slot_choose(j, s, ph);
 		s->t_submit = now_ns();
-		if (s->dir == DIR_READ)
-			n = lodefs_file_read(j->file, s->buf, g.o.bs, s->block * g.o.bs);
-		else
-			n = lodefs_file_write(j->file, s->buf, g.o.bs, s->block * g.o.bs, NULL);
+		n = fs_io(j, s);
 		now = now_ns();
 		if (n >= 0 && n < (ssize_t)g.o.bs && s->dir == DIR_READ) {
 			/* Not an I/O error: the file is shorter than the job's region. */
@@ -724,7 +755,7 @@ static void job_phase(struct job *j, const struct phase *ph)
 	uint64_t now = now_ns();
 	int n, k;
 
-	if (g.o.api == API_FS) {
+	if (g.o.api == API_FS || g.o.api == API_POSIX) {
 		job_phase_fs(j, ph);
 		return;
 	}
@@ -1155,13 +1186,20 @@ static void print_text(const struct result *r)
 	printf("lode bench: %s", rw_name[o->rw]);
 	if (o->rw == RW_MIXED)
 		printf(" (%u%% reads)", o->rwmixread);
-	printf(", bs %s, iodepth %u, %u job%s x %s, api %s, %s buffers, container \"%s\"%s\n",
-	       fmt_size(b1, sizeof(b1), o->bs), o->iodepth, o->numjobs, o->numjobs > 1 ? "s" : "",
-	       fmt_size(b2, sizeof(b2), o->size / o->bs * o->bs), api_name[o->api],
-	       o->registered ? "registered" : "malloc'd", o->cont,
-	       r->cont_created ? " (created for this run)" : "");
-	printf("connection: %s, bulk %s, %u target%s, server %s\n", r->info.transport,
-	       r->info.bulk, r->info.ntargets, r->info.ntargets == 1 ? "" : "s", r->info.server);
+	printf(", bs %s, iodepth %u, %u job%s x %s, api %s, ", fmt_size(b1, sizeof(b1), o->bs),
+	       o->iodepth, o->numjobs, o->numjobs > 1 ? "s" : "",
+	       fmt_size(b2, sizeof(b2), o->size / o->bs * o->bs), api_name[o->api]);
+	if (o->api == API_POSIX)
+		printf("files in %s\n", o->dir);
+	else
+		printf("%s buffers, container \"%s\"%s\n", o->registered ? "registered" : "malloc'd",
+		       o->cont, r->cont_created ? " (created for this run)" : "");
+	if (!r->info.transport[0])
+		printf("connection: none (no Lode system was reached)\n");
+	else
+		printf("connection: %s, bulk %s, %u target%s, server %s\n", r->info.transport,
+		       r->info.bulk, r->info.ntargets, r->info.ntargets == 1 ? "" : "s",
+		       r->info.server);
 	if (r->measured) {
 		printf("measured %.2f s", r->wall_s);
 		if (o->ramp > 0)
@@ -1249,6 +1287,8 @@ static void print_json(const struct result *r, bool interrupted)
 	       rw_name[o->rw], o->rwmixread, o->bs, o->iodepth, o->numjobs,
 	       o->size / o->bs * o->bs, o->runtime, o->ramp);
 	json_str(o->cont);
+	printf(",\"dir\":");
+	json_str(o->dir);
 	printf(",\"cont_created\":%s,\"api\":\"%s\",\"registered\":%s,\"prefill\":%s,"
 	       "\"verify\":%s,\"ceiling\":%s,\"encrypt\":%s,\"crypt_block\":%" PRIu32 "},",
 	       r->cont_created ? "true" : "false", api_name[o->api],
@@ -1498,11 +1538,14 @@ static void usage(FILE *f)
 "                       --runtime above 0 [0]\n"
 "  --cont LABEL         container; created if missing, and then destroyed at\n"
 "                       the end [bench]\n"
-"  --api obj|array      obj: lode_obj_write/read, one dkey per block (its 8-byte\n"
+"  --api API            obj: lode_obj_write/read, one dkey per block (its 8-byte\n"
 "                       index), akey \"" AKEY "\", offset 0; array: lode_array_write/read\n"
 "                       on one array object per job; fs: lodefs_file_write/read\n"
-"                       on one file per job through liblodefs (then --iodepth\n"
-"                       must be 1: use --numjobs) [obj]\n"
+"                       on one file per job through liblodefs; posix: pread and\n"
+"                       pwrite (O_DIRECT) on one file per job in --dir, any file\n"
+"                       system, a Lode mount with or without the preload library\n"
+"                       (fs and posix: --iodepth must be 1, use --numjobs) [obj]\n"
+"  --dir DIR            --api posix: the directory of the jobs' files, job-N\n"
 "  --registered 0|1     1: buffers from lode_buf_alloc; 0: malloc'd [1]\n"
 "  --prefill 0|1        before a test that reads, write each job's region once,\n"
 "                       unmeasured [1]\n"
@@ -1635,7 +1678,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
 	enum {
 		O_ADDR = 256, O_TRANSPORT, O_RW, O_MIX, O_BS, O_IODEPTH, O_NUMJOBS, O_SIZE,
-		O_RUNTIME, O_RAMP, O_CONT, O_API, O_REGISTERED, O_PREFILL, O_VERIFY, O_JSON,
+		O_RUNTIME, O_RAMP, O_CONT, O_API, O_DIR, O_REGISTERED, O_PREFILL, O_VERIFY, O_JSON,
 		O_CEILING, O_PROGRESS, O_ENCRYPT, O_CRYPT_BLOCK, O_HELP,
 	};
 	static const struct option longopts[] = {
@@ -1651,6 +1694,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{"ramp", required_argument, NULL, O_RAMP},
 		{"cont", required_argument, NULL, O_CONT},
 		{"api", required_argument, NULL, O_API},
+		{"dir", required_argument, NULL, O_DIR},
 		{"registered", required_argument, NULL, O_REGISTERED},
 		{"prefill", required_argument, NULL, O_PREFILL},
 		{"verify", required_argument, NULL, O_VERIFY},
@@ -1730,8 +1774,13 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 				o->api = API_ARRAY;
 			else if (strcmp(optarg, "fs") == 0)
 				o->api = API_FS;
+			else if (strcmp(optarg, "posix") == 0)
+				o->api = API_POSIX;
 			else
-				rc = arg_error("--api: '%s' is not obj, array or fs", optarg);
+				rc = arg_error("--api: '%s' is not obj, array, fs or posix", optarg);
+			break;
+		case O_DIR:
+			o->dir = optarg;
 			break;
 		case O_REGISTERED:
 			rc = parse_bool("--registered", optarg, &o->registered);
@@ -1797,6 +1846,13 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	if (o->api == API_FS && o->iodepth != 1)
 		return arg_error("--api fs: liblodefs calls block, so --iodepth must be 1; "
 				 "use --numjobs for concurrency");
+	if (o->api == API_POSIX && o->iodepth != 1)
+		return arg_error("--api posix: pread and pwrite block, so --iodepth must be 1; "
+				 "use --numjobs for concurrency");
+	if ((o->api == API_POSIX) != (o->dir != NULL))
+		return arg_error(o->dir ? "--dir is for --api posix" : "--api posix needs --dir");
+	if (o->api == API_POSIX && o->encrypt)
+		return arg_error("--encrypt is a container's: not with --api posix");
 	if (o->progress < 0)
 		o->progress = isatty(STDERR_FILENO);
 	return 0;
@@ -1804,55 +1860,14 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 
 /* ---- entry ------------------------------------------------------------- */
 
-int lode_bench_main(int argc, char **argv)
+/*
+ * The container the jobs use, created unless there (r->cont_created says
+ * so), and with --api fs mounted. Returns 0, or -1 once the error is said.
+ */
+static int cont_prepare(lode_conn_t *ctl, struct result *r)
 {
-	struct lode_conn_opts copts;
-	struct sigaction sa, old_int, old_term;
-	struct result *r = NULL;
-	struct job *jobs = NULL;
-	lode_conn_t *ctl = NULL;
-	int rc, status = 0;
-	unsigned i;
+	int rc;
 
-	memset(&g, 0, sizeof(g));
-	pthread_mutex_init(&g.err_lock, NULL);
-	pthread_mutex_init(&g.gate_lock, NULL);
-	pthread_cond_init(&g.gate_cond, NULL);
-	g_interrupted = 0;
-
-	rc = parse_args(argc, argv, &g.o);
-	if (rc == 1)
-		return 0;
-	if (rc < 0)
-		return 2;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND; /* a second interrupt kills as usual */
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-
-	r = calloc(1, sizeof(*r));
-	jobs = calloc(g.o.numjobs, sizeof(*jobs));
-	if (!r || !jobs) {
-		fprintf(stderr, "%s: out of memory\n", g_prog);
-		status = 1;
-		goto out;
-	}
-	copts = (struct lode_conn_opts){.transport = g.o.transport};
-	rc = lode_connect(g.o.addr, &copts, &ctl);
-	if (rc < 0) {
-		fprintf(stderr, "%s: cannot connect to %s: %s\n", g_prog,
-			g.o.addr ? g.o.addr : "the local system", lode_strerror(rc));
-		status = 1;
-		goto out;
-	}
-	rc = lode_conn_query(ctl, &r->info);
-	if (rc < 0) {
-		fprintf(stderr, "%s: lode_conn_query: %s\n", g_prog, lode_strerror(rc));
-		status = 1;
-		goto out;
-	}
 	if (g.o.encrypt) {
 		struct conn_cont_props p = {.encryption = true, .crypt_block = g.o.crypt_block};
 
@@ -1891,8 +1906,7 @@ int lode_bench_main(int argc, char **argv)
 	if (rc < 0 && rc != -EEXIST) {
 		fprintf(stderr, "%s: cannot create container \"%s\": %s\n", g_prog, g.o.cont,
 			lode_strerror(rc));
-		status = 1;
-		goto out;
+		return -1;
 	}
 	r->cont_created = rc == 0;
 	if (g.o.api == API_FS) {
@@ -1904,11 +1918,75 @@ int lode_bench_main(int argc, char **argv)
 		if (rc < 0 && rc != -EEXIST) {
 			fprintf(stderr, "%s: cannot mount container \"%s\" through liblodefs: %s\n",
 				g_prog, g.o.cont, lode_strerror(rc));
-			status = 1;
-			goto out;
+			return -1;
 		}
 	}
+	return 0;
 
+}
+
+
+int lode_bench_main(int argc, char **argv)
+{
+	struct lode_conn_opts copts;
+	struct sigaction sa, old_int, old_term;
+	struct result *r = NULL;
+	struct job *jobs = NULL;
+	lode_conn_t *ctl = NULL;
+	int rc, status = 0;
+	unsigned i;
+
+	memset(&g, 0, sizeof(g));
+	pthread_mutex_init(&g.err_lock, NULL);
+	pthread_mutex_init(&g.gate_lock, NULL);
+	pthread_cond_init(&g.gate_cond, NULL);
+	g_interrupted = 0;
+
+	rc = parse_args(argc, argv, &g.o);
+	if (rc == 1)
+		return 0;
+	if (rc < 0)
+		return 2;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND; /* a second interrupt kills as usual */
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	r = calloc(1, sizeof(*r));
+	jobs = calloc(g.o.numjobs, sizeof(*jobs));
+	if (!r || !jobs) {
+		fprintf(stderr, "%s: out of memory\n", g_prog);
+		status = 1;
+		goto out;
+	}
+	for (i = 0; i < g.o.numjobs; i++)
+		jobs[i].fd = -1;
+	copts = (struct lode_conn_opts){.transport = g.o.transport};
+	rc = lode_connect(g.o.addr, &copts, &ctl);
+	if (rc < 0 && g.o.api == API_POSIX) {
+		/* The files need no Lode: the system is asked only for its
+		 * targets' CPU time, when one is there. */
+		fprintf(stderr, "%s: no Lode system at %s (%s): no server CPU time\n", g_prog,
+			g.o.addr ? g.o.addr : "the local system's address", lode_strerror(rc));
+		ctl = NULL;
+	} else if (rc < 0) {
+		fprintf(stderr, "%s: cannot connect to %s: %s\n", g_prog,
+			g.o.addr ? g.o.addr : "the local system", lode_strerror(rc));
+		status = 1;
+		goto out;
+	}
+	rc = ctl ? lode_conn_query(ctl, &r->info) : 0;
+	if (rc < 0) {
+		fprintf(stderr, "%s: lode_conn_query: %s\n", g_prog, lode_strerror(rc));
+		status = 1;
+		goto out;
+	}
+	if (g.o.api != API_POSIX && cont_prepare(ctl, r) < 0) {
+		status = 1;
+		goto out;
+	}
 	if (g.o.ceiling)
 		ceilings_measure(&r->ceil);
 	if (!g_interrupted)

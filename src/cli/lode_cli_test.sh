@@ -211,6 +211,32 @@ grep -qE '^lode bench: 1 s: [1-9][0-9]* I/Os done, [0-9]+ in the last second$' "
 	failed "bench-progress: no line a second: $(cat "$dir/err")"
 grep -q '"errors":0,' "$dir/out" || failed "bench-progress: $(cat "$dir/out")"
 check bench-progress-bad 2 L bench --progress maybe
+# --api posix: pread and pwrite on files in a directory, the same loop as --api fs
+mkdir "$dir/pb"
+check bench-posix-write 0 L bench --api posix --dir "$dir/pb" --rw write --bs 4k --size 256k \
+	--numjobs 2 --runtime 0 --ceiling 0 --verify 1 --json
+grep -q '"api":"posix"' "$dir/out" && grep -q '"ios":128,' "$dir/out" ||
+	failed "bench-posix-write: $(cat "$dir/out")"
+[ "$(stat -c %s "$dir/pb/job-0")" = 262144 ] && [ "$(stat -c %s "$dir/pb/job-1")" = 262144 ] ||
+	failed "bench-posix-write: files: $(ls -l "$dir/pb")"
+check bench-posix-read 0 L bench --api posix --dir "$dir/pb" --rw randread --bs 4k --size 256k \
+	--numjobs 2 --runtime 1 --prefill 0 --ceiling 0 --verify 1 --json
+grep -q '"verify_mismatches":0,' "$dir/out" ||
+	failed "bench-posix-read: $(cat "$dir/out")"
+# A changed byte is seen (a block of job 1 no longer holds its pattern).
+printf 'XXXX' | dd of="$dir/pb/job-1" bs=1 seek=8192 conv=notrunc status=none
+check bench-posix-mismatch 1 L bench --api posix --dir "$dir/pb" --rw read --bs 4k --size 256k \
+	--numjobs 2 --runtime 0 --prefill 0 --ceiling 0 --verify 1
+grep -q "job 1: block 2 differs" "$dir/err" || failed "bench-posix-mismatch: $(cat "$dir/err")"
+check bench-posix-nodir 1 L bench --api posix --dir "$dir/none" --rw read --ceiling 0
+grep -q "open $dir/none/job-0 (O_DIRECT): No such file or directory" "$dir/err" ||
+	failed "bench-posix-nodir: $(cat "$dir/err")"
+check bench-posix-no-dir 2 L bench --api posix
+grep -q "^lode bench: --api posix needs --dir" "$dir/err" || failed "bench-posix-no-dir: $(cat "$dir/err")"
+check bench-posix-dir-alone 2 L bench --dir "$dir/pb"
+grep -q "^lode bench: --dir is for --api posix" "$dir/err" ||
+	failed "bench-posix-dir-alone: $(cat "$dir/err")"
+check bench-posix-depth 2 L bench --api posix --dir "$dir/pb" --iodepth 4
 
 # ---- a destroyed container is gone ----
 check cont-destroy-full 0 L cont destroy c1
