@@ -1012,7 +1012,7 @@ static int req_send(struct creq *r)
 	h.target = c->w[r->tgt].local;
 	h.session = c->session[r->tgt];
 	h.map_ver = atomic_load_explicit(&c->map_ver, memory_order_relaxed);
-	if (r->op == NET_OP_HELLO && c->transport != NET_TP_SHM)
+	if (r->op == NET_OP_HELLO)
 		h.flags |= NET_F_PEER_ERR;
 	h.flags |= r->hflags;
 	if (r->rebuild)
@@ -1579,11 +1579,10 @@ static int conn_eps(lode_conn_t *c, unsigned first, const struct net_welcome *w,
 			ep.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
 			ep.address = (const ucp_address_t *)w->addr[i];
 		}
-		/* UCX 1.13's shared-memory transports cannot report a dead peer, and
-		 * refuse to carry messages for an endpoint that asks them to; there
-		 * the request timeout is what notices a dead server. */
-		ep.err_mode = c->transport == NET_TP_SHM ? UCP_ERR_HANDLING_MODE_NONE
-							 : UCP_ERR_HANDLING_MODE_PEER;
+		/* Peer failure reported on every transport: shm's too, with the
+		 * interfaces' error handling net/ucx.c turns on, so that either
+		 * side can close its endpoint at once (decision 0004). */
+		ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
 		ep.err_handler.cb = ep_error;
 		ep.err_handler.arg = &c->w[g];
 		pthread_mutex_lock(&c->lock);

@@ -134,6 +134,15 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
  *   took; with 64 it takes 25-33 ms. The pool grows by 64 when more are held,
  *   and Lode's handlers keep no eager message past their return
  *   (src/net/README.md).
+ * - Shared-memory transports that report a dead peer, so that endpoints
+ *   over shm ask for peer-failure handling as tcp's and rdma's do. UCX
+ *   closes at once (UCP_EP_CLOSE_FLAG_FORCE) only such an endpoint, and
+ *   keeps any other that its peer connected to until the worker goes: loded
+ *   held every departed shm client's endpoint and the 2 SysV segments per
+ *   worker it had attached, 4 per `lode` command, until the system's 4096
+ *   segments ran out and shmget failed for every program (decision 0004).
+ *   The check asks whether the peer process still exists, so a busy peer
+ *   is not taken for a dead one.
  */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
@@ -146,6 +155,8 @@ static void env_defaults(void)
 	setenv("UCX_TCP_PUT_ENABLE", "n", 0);
 	setenv("UCX_POSIX_RX_BUFS_GROW", "64", 0);
 	setenv("UCX_SYSV_RX_BUFS_GROW", "64", 0);
+	setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+	setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
 }
 
 static int context_create(uint32_t bits, bool loopback, const char *log_level,

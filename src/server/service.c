@@ -64,7 +64,7 @@ struct session {
 	struct cm_conn *cm;  /* the session runs on this accepted endpoint (tcp), not its own */
 	ucp_ep_h ep;
 	uint32_t id;
-	bool peer_err;  /* the endpoint reports the client's death (tcp, rdma) */
+	bool peer_err;  /* the endpoint reports the client's death (every transport now) */
 	bool ended;     /* BYE came: no more requests, the endpoint waits for the client to go */
 	uint64_t client; /* the capability's client id that opened it: every request must match */
 	bool closed;    /* its endpoint is closed; freed when no op holds it */
@@ -424,7 +424,8 @@ static void cm_unlink_session(struct cm_conn *cc);
  * A BYE: the session takes no more requests. Over tcp UCX carries the
  * client's endpoint and ours on one connection, and closing ours would cut
  * the client's too; so an endpoint that reports peer failure stays until
- * the client's side goes (session_error closes it then). Others close now.
+ * the client's side goes (session_error closes it then: over shm at UCX's
+ * next peer check, UCX_KEEPALIVE_INTERVAL). Others close now.
  */
 static void session_end(struct srv_tgt *t, uint32_t sn)
 {
