@@ -12,8 +12,10 @@
  *   lode bench --addr 10.0.0.5:7420 --transport tcp --rw randread --bs 4k \
  *       --iodepth 32 --numjobs 4 --runtime 30
  *
- * How a run goes. The main thread connects once (the control connection),
- * creates the container if it is missing (and then destroys it at the end),
+ * How a run goes. The main thread connects once (the control connection;
+ * with --api posix only to ask for the targets' CPU time, and a failure is
+ * no error), creates the container if it is missing (and then destroys it
+ * at the end; not with --api posix),
  * and measures the ceilings: single-thread memcpy in bs pieces, and loopback
  * TCP between two threads (a stream for bs >= 64k, bs-byte round trips for
  * smaller bs, with as many in flight as the run keeps). Only then do --numjobs threads start, each with its
@@ -35,10 +37,11 @@
  * liblodefs calls block, so there each job keeps one I/O in flight and
  * concurrency comes from --numjobs (the instance gives each job's thread a
  * connection of its own), as with fio's psync engine. With --api posix the
- * region is DIR/job-N, opened O_DIRECT, read and written with pread and
- * pwrite: the same loop on any file system, so that a Lode mount under
- * LD_PRELOAD=liblode-preload.so and --api fs compare the preload library
- * with liblodefs under one driver (fio's own cost per I/O is not in it).
+ * region is DIR/job-N, opened O_DIRECT (--direct 0: not), read and written
+ * with pread and pwrite: the same loop on any file system, so that a Lode
+ * mount under LD_PRELOAD=liblode-preload.so and --api fs compare the
+ * preload library with liblodefs under one driver (fio's own cost per I/O
+ * is not in it).
  * No container is used then; a Lode system, if one answers, is asked for
  * its targets' CPU time only.
  *
@@ -130,6 +133,7 @@ struct bench_opts {
 	const char *cont;
 	enum bench_api api;
 	const char *dir;       /* --api posix: where the jobs' files are */
+	bool direct;           /* --api posix: O_DIRECT */
 	bool registered;
 	bool prefill;
 	bool verify;
@@ -151,6 +155,7 @@ static const struct bench_opts opts_default = {
 	.ramp = 0,
 	.cont = "bench",
 	.api = API_OBJ,
+	.direct = true,
 	.registered = true,
 	.prefill = true,
 	.verify = false,
@@ -499,8 +504,10 @@ static int job_setup_fs(struct job *j)
 		/* O_DIRECT, as fio's --direct=1: the file system under test
 		 * serves every I/O, not the page cache. */
 		snprintf(path, sizeof(path), "%s/job-%u", o->dir, j->id);
-		if ((j->fd = open(path, O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644)) < 0)
-			return bench_fail(-errno, "job %u: open %s (O_DIRECT)", j->id, path);
+		if ((j->fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC | (o->direct ? O_DIRECT : 0),
+				  0644)) < 0)
+			return bench_fail(-errno, "job %u: open %s%s", j->id, path,
+					  o->direct ? " (O_DIRECT)" : "");
 	} else {
 		snprintf(path, sizeof(path), FS_DIR "/job-%u", j->id);
 		rc = lodefs_path_open(g.fs, NULL, path, O_CREAT | O_RDWR, 0644, &j->file);
@@ -1289,6 +1296,7 @@ static void print_json(const struct result *r, bool interrupted)
 	json_str(o->cont);
 	printf(",\"dir\":");
 	json_str(o->dir);
+	printf(",\"direct\":%s", o->direct ? "true" : "false");
 	printf(",\"cont_created\":%s,\"api\":\"%s\",\"registered\":%s,\"prefill\":%s,"
 	       "\"verify\":%s,\"ceiling\":%s,\"encrypt\":%s,\"crypt_block\":%" PRIu32 "},",
 	       r->cont_created ? "true" : "false", api_name[o->api],
@@ -1514,7 +1522,8 @@ static void usage(FILE *f)
 "\n"
 "A fio-like load generator on the native client API. Each job is a thread with\n"
 "its own connection and event queue that keeps --iodepth requests in flight on\n"
-"its own region of --size bytes, cut into --bs blocks. The report gives\n"
+"its own region of --size bytes, cut into --bs blocks (with --api fs or posix,\n"
+"one blocking call at a time on a file of its own). The report gives\n"
 "bandwidth, IOPS, latency (mean, p50, p99, p99.9), client and server CPU time,\n"
 "and, beside each result, the ceilings measured in the same run: single-thread\n"
 "memcpy in bs pieces, and loopback TCP (a stream for bs >= 64k, bs-byte round\n"
@@ -1542,10 +1551,15 @@ static void usage(FILE *f)
 "                       index), akey \"" AKEY "\", offset 0; array: lode_array_write/read\n"
 "                       on one array object per job; fs: lodefs_file_write/read\n"
 "                       on one file per job through liblodefs; posix: pread and\n"
-"                       pwrite (O_DIRECT) on one file per job in --dir, any file\n"
-"                       system, a Lode mount with or without the preload library\n"
+"                       pwrite on one file per job in --dir, on any file system\n"
+"                       that takes them (a Lode mount with or without the preload\n"
+"                       library); --cont and --registered do not apply, and\n"
+"                       --transport only to asking a Lode system for its CPU time\n"
 "                       (fs and posix: --iodepth must be 1, use --numjobs) [obj]\n"
 "  --dir DIR            --api posix: the directory of the jobs' files, job-N\n"
+"  --direct 0|1         --api posix: open with O_DIRECT, so that the file system\n"
+"                       serves every I/O, not the page cache (--bs then a\n"
+"                       multiple of 512) [1]\n"
 "  --registered 0|1     1: buffers from lode_buf_alloc; 0: malloc'd [1]\n"
 "  --prefill 0|1        before a test that reads, write each job's region once,\n"
 "                       unmeasured [1]\n"
@@ -1678,7 +1692,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
 	enum {
 		O_ADDR = 256, O_TRANSPORT, O_RW, O_MIX, O_BS, O_IODEPTH, O_NUMJOBS, O_SIZE,
-		O_RUNTIME, O_RAMP, O_CONT, O_API, O_DIR, O_REGISTERED, O_PREFILL, O_VERIFY, O_JSON,
+		O_RUNTIME, O_RAMP, O_CONT, O_API, O_DIR, O_DIRECT_IO, O_REGISTERED, O_PREFILL, O_VERIFY, O_JSON,
 		O_CEILING, O_PROGRESS, O_ENCRYPT, O_CRYPT_BLOCK, O_HELP,
 	};
 	static const struct option longopts[] = {
@@ -1695,6 +1709,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		{"cont", required_argument, NULL, O_CONT},
 		{"api", required_argument, NULL, O_API},
 		{"dir", required_argument, NULL, O_DIR},
+		{"direct", required_argument, NULL, O_DIRECT_IO},
 		{"registered", required_argument, NULL, O_REGISTERED},
 		{"prefill", required_argument, NULL, O_PREFILL},
 		{"verify", required_argument, NULL, O_VERIFY},
@@ -1781,6 +1796,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 			break;
 		case O_DIR:
 			o->dir = optarg;
+			if (!*optarg)
+				rc = arg_error("--dir: empty");
+			break;
+		case O_DIRECT_IO:
+			rc = parse_bool("--direct", optarg, &o->direct);
 			break;
 		case O_REGISTERED:
 			rc = parse_bool("--registered", optarg, &o->registered);
@@ -1853,6 +1873,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		return arg_error(o->dir ? "--dir is for --api posix" : "--api posix needs --dir");
 	if (o->api == API_POSIX && o->encrypt)
 		return arg_error("--encrypt is a container's: not with --api posix");
+	if (o->api == API_POSIX && o->direct && o->bs % 512)
+		return arg_error("--direct 1: --bs must be a multiple of 512 (O_DIRECT)");
 	if (o->progress < 0)
 		o->progress = isatty(STDERR_FILENO);
 	return 0;
@@ -1978,7 +2000,11 @@ int lode_bench_main(int argc, char **argv)
 		goto out;
 	}
 	rc = ctl ? lode_conn_query(ctl, &r->info) : 0;
-	if (rc < 0) {
+	if (rc < 0 && g.o.api == API_POSIX) {
+		fprintf(stderr, "%s: lode_conn_query: %s: no server CPU time\n", g_prog,
+			lode_strerror(rc));
+		memset(&r->info, 0, sizeof(r->info));
+	} else if (rc < 0) {
 		fprintf(stderr, "%s: lode_conn_query: %s\n", g_prog, lode_strerror(rc));
 		status = 1;
 		goto out;

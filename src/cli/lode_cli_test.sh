@@ -212,21 +212,27 @@ grep -qE '^lode bench: 1 s: [1-9][0-9]* I/Os done, [0-9]+ in the last second$' "
 grep -q '"errors":0,' "$dir/out" || failed "bench-progress: $(cat "$dir/out")"
 check bench-progress-bad 2 L bench --progress maybe
 # --api posix: pread and pwrite on files in a directory, the same loop as --api fs
+# (O_DIRECT by default, where the scratch file system takes it)
 mkdir "$dir/pb"
+direct=1
+dd if=/dev/zero of="$dir/pb/probe" bs=4k count=1 oflag=direct status=none 2>/dev/null || direct=0
+rm -f "$dir/pb/probe"
 check bench-posix-write 0 L bench --api posix --dir "$dir/pb" --rw write --bs 4k --size 256k \
-	--numjobs 2 --runtime 0 --ceiling 0 --verify 1 --json
+	--numjobs 2 --runtime 0 --ceiling 0 --verify 1 --json --direct "$direct"
+grep -q "\"direct\":$([ "$direct" = 1 ] && echo true || echo false)," "$dir/out" ||
+	failed "bench-posix-write: direct: $(cat "$dir/out")"
 grep -q '"api":"posix"' "$dir/out" && grep -q '"ios":128,' "$dir/out" ||
 	failed "bench-posix-write: $(cat "$dir/out")"
 [ "$(stat -c %s "$dir/pb/job-0")" = 262144 ] && [ "$(stat -c %s "$dir/pb/job-1")" = 262144 ] ||
 	failed "bench-posix-write: files: $(ls -l "$dir/pb")"
 check bench-posix-read 0 L bench --api posix --dir "$dir/pb" --rw randread --bs 4k --size 256k \
-	--numjobs 2 --runtime 1 --prefill 0 --ceiling 0 --verify 1 --json
+	--numjobs 2 --runtime 1 --prefill 0 --ceiling 0 --verify 1 --json --direct "$direct"
 grep -q '"verify_mismatches":0,' "$dir/out" ||
 	failed "bench-posix-read: $(cat "$dir/out")"
 # A changed byte is seen (a block of job 1 no longer holds its pattern).
 printf 'XXXX' | dd of="$dir/pb/job-1" bs=1 seek=8192 conv=notrunc status=none
 check bench-posix-mismatch 1 L bench --api posix --dir "$dir/pb" --rw read --bs 4k --size 256k \
-	--numjobs 2 --runtime 0 --prefill 0 --ceiling 0 --verify 1
+	--numjobs 2 --runtime 0 --prefill 0 --ceiling 0 --verify 1 --direct "$direct"
 grep -q "job 1: block 2 differs" "$dir/err" || failed "bench-posix-mismatch: $(cat "$dir/err")"
 check bench-posix-nodir 1 L bench --api posix --dir "$dir/none" --rw read --ceiling 0
 grep -q "open $dir/none/job-0 (O_DIRECT): No such file or directory" "$dir/err" ||
@@ -237,6 +243,14 @@ check bench-posix-dir-alone 2 L bench --dir "$dir/pb"
 grep -q "^lode bench: --dir is for --api posix" "$dir/err" ||
 	failed "bench-posix-dir-alone: $(cat "$dir/err")"
 check bench-posix-depth 2 L bench --api posix --dir "$dir/pb" --iodepth 4
+check bench-posix-bs 2 L bench --api posix --dir "$dir/pb" --bs 1000
+grep -q "^lode bench: --direct 1: --bs must be a multiple of 512" "$dir/err" ||
+	failed "bench-posix-bs: $(cat "$dir/err")"
+# With no Lode system at all the files are still measured (no server CPU).
+check bench-posix-alone 0 "$lode" bench --addr 127.0.0.1:1 --api posix --dir "$dir/pb" --rw read \
+	--bs 4k --size 256k --runtime 0 --prefill 0 --ceiling 0 --direct "$direct"
+grep -q "no Lode system at 127.0.0.1:1" "$dir/err" && grep -q "^  server CPU    n/a" "$dir/out" &&
+	grep -q "^connection: none" "$dir/out" || failed "bench-posix-alone: $(cat "$dir/err" "$dir/out")"
 
 # ---- a destroyed container is gone ----
 check cont-destroy-full 0 L cont destroy c1

@@ -854,7 +854,8 @@ static void conn_drain(lode_conn_t *c)
 }
 
 /*
- * Over shm UCX cannot tell that the server died; the server is on this host,
+ * Over shm UCX tells that the server died only at its next peer check
+ * (UCX_KEEPALIVE_INTERVAL, 20 s by default); the server is on this host,
  * though, so while requests wait we look at its process every 100 ms.
  */
 static void check_server(lode_conn_t *c, int64_t now)

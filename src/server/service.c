@@ -64,7 +64,7 @@ struct session {
 	struct cm_conn *cm;  /* the session runs on this accepted endpoint (tcp), not its own */
 	ucp_ep_h ep;
 	uint32_t id;
-	bool peer_err;  /* the endpoint reports the client's death (every transport now) */
+	bool peer_err;  /* the endpoint reports the client's death (the client asked: all do now) */
 	bool ended;     /* BYE came: no more requests, the endpoint waits for the client to go */
 	uint64_t client; /* the capability's client id that opened it: every request must match */
 	bool closed;    /* its endpoint is closed; freed when no op holds it */
