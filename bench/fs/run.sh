@@ -33,11 +33,13 @@
 #              (e.g. 'randread-4k-j'); metadata runs only when it matches 'md'
 #              [every case]
 # Exit status: 0 when every run completed (a missed target is reported, not
-# an error); 1 on a failed run or set-up; 2 on bad usage.
+# an error); 1 on a failed run or set-up, or a preload or plb run in which
+# the preload library served no I/O (its LODE_PRELOAD_DEBUG summary); 2 on
+# bad usage.
 set -euo pipefail
 
 usage() {
-	sed -n '3,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '3,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 case "${1:-}" in
 -h | --help)
@@ -153,7 +155,7 @@ run_fio() { # where name args rep
 	fuse) dir=$MNT_LODE ;;
 	preload)
 		dir=$MNT_LODE
-		pre=(env LD_PRELOAD="$PRELOAD" LODEFS_CHANNELS=32)
+		pre=(env LD_PRELOAD="$PRELOAD" LODE_PRELOAD_DEBUG=1 LODEFS_CHANNELS=32)
 		;;
 	esac
 	# One data file per case, shared by its jobs; laid out once, unmeasured.
@@ -165,6 +167,17 @@ run_fio() { # where name args rep
 		cat "$OUT/$where.$name.r$rep.err" >&2
 		exit 1
 	}
+	[ "$where" != preload ] || preload_served "$OUT/$where.$name.r$rep.err"
+}
+
+# preload_served ERRFILE: the preload library's exit summary (LODE_PRELOAD_DEBUG)
+# must count reads or writes it served, or the run measured the FUSE path.
+preload_served() {
+	grep -Eq 'lode-preload(\[[0-9]+\])?: stats opens=[1-9][0-9]* .*(reads|writes)=[1-9]' "$1" || {
+		echo "run.sh: the preload library served no I/O ($1):" >&2
+		grep 'lode-preload' "$1" | tail -5 >&2
+		exit 1
+	}
 }
 
 run_lib() { # where(lib|plb) name args rep
@@ -173,7 +186,7 @@ run_lib() { # where(lib|plb) name args rep
 	if [ "$where" = plb ]; then
 		mkdir -p "$MNT_LODE/plb-$name"
 		api=(--api posix --dir "$MNT_LODE/plb-$name")
-		pre=(env LD_PRELOAD="$PRELOAD")
+		pre=(env LD_PRELOAD="$PRELOAD" LODE_PRELOAD_DEBUG=1)
 	fi
 	# shellcheck disable=SC2086 # args is a list of words by design
 	"${pre[@]}" env LODEFS_CHANNELS=32 "$BIN/lode" bench "${api[@]}" --transport "$TRANSPORT" \
@@ -183,6 +196,7 @@ run_lib() { # where(lib|plb) name args rep
 		cat "$OUT/$where.$name.r$rep.err" >&2
 		exit 1
 	}
+	[ "$where" != plb ] || preload_served "$OUT/$where.$name.r$rep.err"
 }
 
 # Every column of a case runs back to back, so that a ratio compares runs
