@@ -1454,6 +1454,15 @@ static void test_engine_heartbeat(void **state)
 	bare_end(&w);
 }
 
+/* Engine e, silent since now: still UP at now + early_ms, DOWN past the grace. */
+static void up_then_down(struct world *w, uint32_t e, int64_t now, int64_t early_ms)
+{
+	assert_int_equal(mgmt_tick(w->m, now + early_ms), 0);
+	assert_int_equal(engine_state(w->m, &w->root, e, NULL), S_UP);
+	assert_int_equal(mgmt_tick(w->m, now + 3100), 1);
+	assert_int_equal(engine_state(w->m, &w->root, e, NULL), S_DOWN);
+}
+
 static void test_engine_detection(void **state)
 {
 	struct world w;
@@ -1532,11 +1541,7 @@ static void test_engine_detection(void **state)
 	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
 	mgmt_close(w.m);
 	w.m = svc_open(test_dir);
-	now = mgmt_now_ms(w.m);
-	assert_int_equal(mgmt_tick(w.m, now + 1000), 0);
-	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
-	assert_int_equal(mgmt_tick(w.m, now + 3100), 1);
-	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_DOWN);
+	up_then_down(&w, up, mgmt_now_ms(w.m), 1000);
 	world_end(&w);
 }
 
@@ -1660,11 +1665,7 @@ static void test_service_stopped(void **state)
 	 * silence moved by a grace, all a stretch may move it. */
 	assert_int_equal(mgmt_live_get(w.m, e1, 0)->deaf_ms, 0);
 	assert_int_equal(mgmt_live_get(w.m, e2, 0)->deaf_ms, 3000);
-	now = mgmt_now_ms(w.m);
-	assert_int_equal(mgmt_tick(w.m, now + 100), 0);
-	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
-	assert_int_equal(mgmt_tick(w.m, now + 3100), 1);
-	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_DOWN);
+	up_then_down(&w, e2, mgmt_now_ms(w.m), 100);
 	world_end(&w);
 }
 
