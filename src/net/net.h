@@ -45,9 +45,11 @@ int net_am_handler_set(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t 
 
 /*
  * Close ep at once, cancelling what is outstanding on it (those requests
- * complete with an error); nothing waits for the peer.
+ * complete with an error); nothing waits for the peer. 0, or a negative
+ * code when UCX refuses: it does for an endpoint without peer-failure
+ * handling, and then keeps that endpoint until its worker goes.
  */
-void net_ep_close_force(ucp_ep_h ep);
+int net_ep_close_force(ucp_ep_h ep);
 
 /* UCX status -> 0 or a negative errno. */
 int net_ucs_errno(ucs_status_t st);

@@ -8,11 +8,14 @@
  */
 #include "net/net.h"
 
+#include <ucs/debug/log_def.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,8 +149,42 @@ static int tls_string(uint32_t bits, char *out, size_t cap)
  */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
+/*
+ * UCX's messages, on stderr. UCX writes them to stdout unless UCX_LOG_FILE
+ * names a file, where they broke `lode --json` output and would mix into
+ * the output of any program running the preload library. One write per
+ * message, so that threads' lines do not interleave.
+ */
+static ucs_log_func_rc_t log_to_stderr(const char *file, unsigned line, const char *func,
+				       ucs_log_level_t level,
+				       const ucs_log_component_config_t *comp,
+				       const char *fmt, va_list ap)
+{
+	const char *base = strrchr(file, '/');
+	char msg[512];
+	int n;
+
+	(void)func;
+	(void)comp;
+	n = snprintf(msg, sizeof(msg), "[%d] UCX %s %s:%u ", (int)getpid(),
+		     level < UCS_LOG_LEVEL_LAST ? ucs_log_level_names[level] : "?",
+		     base ? base + 1 : file, line);
+	size_t len = n > 0 && (size_t)n < sizeof(msg) ? (size_t)n : 0;
+
+	n = vsnprintf(msg + len, sizeof(msg) - len, fmt, ap);
+	len += n > 0 ? (size_t)n : 0;
+	if (len > sizeof(msg) - 1)
+		len = sizeof(msg) - 1; /* cut: the newline takes the terminator's place */
+	msg[len++] = '\n';
+	(void)!write(STDERR_FILENO, msg, len);
+	/* A fatal message goes on to UCX's own handler, which stops the process. */
+	return level <= UCS_LOG_LEVEL_FATAL ? UCS_LOG_FUNC_RC_CONTINUE : UCS_LOG_FUNC_RC_STOP;
+}
+
 static void env_defaults(void)
 {
+	if (!getenv("UCX_LOG_FILE"))
+		ucs_log_push_handler(log_to_stderr);
 	if (!getenv("UCX_TCP_TX_SEG_SIZE") && !getenv("UCX_TCP_RX_SEG_SIZE")) {
 		setenv("UCX_TCP_TX_SEG_SIZE", "256k", 0);
 		setenv("UCX_TCP_RX_SEG_SIZE", "256k", 0);
@@ -246,7 +283,7 @@ int net_am_handler_set(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t 
 	return net_ucs_errno(ucp_worker_set_am_recv_handler(worker, &hp));
 }
 
-void net_ep_close_force(ucp_ep_h ep)
+int net_ep_close_force(ucp_ep_h ep)
 {
 	ucp_request_param_t p = {0};
 	ucs_status_ptr_t sp;
@@ -254,8 +291,11 @@ void net_ep_close_force(ucp_ep_h ep)
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
 	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
 	sp = ucp_ep_close_nbx(ep, &p);
-	if (sp && !UCS_PTR_IS_ERR(sp))
+	if (UCS_PTR_IS_ERR(sp))
+		return net_ucs_errno(UCS_PTR_STATUS(sp));
+	if (sp)
 		ucp_request_free(sp);
+	return 0;
 }
 
 int net_addr_parse(const char *addr, unsigned default_port, struct sockaddr_storage *ss,

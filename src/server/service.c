@@ -787,7 +787,11 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 		cm_unlink_session(ss->cm);
 	} else {
 		/* Forcing cancels what is outstanding on it; those ops then fail. */
-		net_ep_close_force(ss->ep);
+		int rc = net_ep_close_force(ss->ep);
+
+		if (rc < 0)
+			srv_log("target %u: session %u's endpoint not closed (%s); UCX holds it "
+				"until loded stops", t->idx, sn, lode_strerror(rc));
 	}
 	if (ss->refs == 0)
 		session_free(ss);
@@ -821,6 +825,7 @@ static void cm_unlink_session(struct cm_conn *cc)
 static void cm_close(struct cm_conn *cc)
 {
 	struct srv_tgt *t = cc->t;
+	int rc;
 
 	if (cc->ss) {
 		struct session *ss = cc->ss;
@@ -837,7 +842,9 @@ static void cm_close(struct cm_conn *cc)
 		t->conns = cc->next;
 	if (cc->next)
 		cc->next->prev = cc->prev;
-	net_ep_close_force(cc->ep);
+	if ((rc = net_ep_close_force(cc->ep)) < 0)
+		srv_log("target %u: a connection's endpoint not closed (%s); UCX holds it until "
+			"loded stops", t->idx, lode_strerror(rc));
 	free(cc);
 }
 
