@@ -255,6 +255,17 @@ void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms)
 	}
 }
 
+void mgmt_live_restart(struct mgmt *m, int64_t since_ms)
+{
+	for (size_t i = 0; i < m->nlive; i++) {
+		struct mgmt_engine_live *l = &m->live[i];
+
+		if (l->silent_since_ms < since_ms)
+			l->silent_since_ms = since_ms;
+		l->deaf_ms = 0;
+	}
+}
+
 void mgmt_live_awake(struct mgmt *m, int64_t now_ms)
 {
 	if (m->awake_ms)

@@ -235,12 +235,9 @@ bool mgmt_replica_lead(struct mgmt *m)
 		return false;
 	since = __atomic_load_n(&m->lead_since_ms, __ATOMIC_ACQUIRE);
 	if (since != m->live_since_ms) {
-		/* What followers heard is not here: count from the election. */
 		m->live_since_ms = since;
 		m->started_ms = since;
-		for (size_t i = 0; i < m->nlive; i++)
-			if (m->live[i].silent_since_ms < since)
-				m->live[i].silent_since_ms = since;
+		mgmt_live_restart(m, since);
 	}
 	pthread_mutex_lock(&m->prop_lock);
 	any = m->applied_any;

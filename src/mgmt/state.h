@@ -325,6 +325,13 @@ void mgmt_live_deaf(struct mgmt *m, int64_t from_ms, int64_t to_ms);
  * before a heartbeat it handles can make it look heard.
  */
 void mgmt_live_awake(struct mgmt *m, int64_t now_ms);
+/*
+ * This replica leads from since_ms: what it heard as a follower is not what
+ * the engines sent the leader, so every engine's silence counts from then,
+ * and the deafness it was credited with (mgmt_live_deaf, which a follower
+ * counts but no heartbeat of its own clears) starts again from none.
+ */
+void mgmt_live_restart(struct mgmt *m, int64_t since_ms);
 /* Reintegration of an OUT engine (docs/decisions/0014): its record keeps
  * its slot, OUT, under a uuid no engine has and no address, so that the
  * engine's next heartbeat is refused and it joins again as a new engine

@@ -1562,6 +1562,23 @@ static void *hold_lock(void *arg)
 	return NULL;
 }
 
+/* A world whose clock reads well: a 3 s grace, heartbeats every 200 ms. */
+static void world_make_timed(struct world *w, const char *name)
+{
+	world_make(w, name);
+	w->m->grace_ms = 3000;
+	w->m->heartbeat_ms = 200;
+}
+
+/* Engine n (at addr) joined and its report in, so UP when it is alone. Returns its id. */
+static uint32_t join_up(struct world *w, uint32_t n, const char *addr)
+{
+	uint32_t e = join_ok(w->m, &w->agent, n, addr);
+
+	assert_int_equal(reclaim_ok(w->m, &w->root, &w->agent, e, n), RPC_OK);
+	return e;
+}
+
 /*
  * The service's own deafness is not the engines' silence: a call that
  * waited 1.2 s for the lock (as behind a slow handler) moves every
@@ -1579,11 +1596,8 @@ static void test_service_deaf(void **state)
 	int64_t heard, moved;
 	uint32_t up;
 
-	world_make(&w, "deaf");
-	w.m->grace_ms = 3000;
-	w.m->heartbeat_ms = 200;
-	up = join_ok(w.m, &w.agent, 1, "h:1");
-	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, up, 1), RPC_OK);
+	world_make_timed(&w, "deaf");
+	up = join_up(&w, 1, "h:1");
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
 	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
 	l = mgmt_live_get(w.m, up, 0);
@@ -1643,9 +1657,7 @@ static void test_service_stopped(void **state)
 	int64_t now;
 
 	(void)state;
-	world_make(&w, "stopped");
-	w.m->grace_ms = 3000;
-	w.m->heartbeat_ms = 200;
+	world_make_timed(&w, "stopped");
 	e1 = join_ok(w.m, &w.agent, 1, "h:1");
 	e2 = join_ok(w.m, &w.agent, 2, "h:2");
 	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, e1, 1), RPC_OK);
@@ -1666,6 +1678,40 @@ static void test_service_stopped(void **state)
 	assert_int_equal(mgmt_live_get(w.m, e1, 0)->deaf_ms, 0);
 	assert_int_equal(mgmt_live_get(w.m, e2, 0)->deaf_ms, 3000);
 	up_then_down(&w, e2, mgmt_now_ms(w.m), 100);
+	world_end(&w);
+}
+
+/*
+ * A follower counts its own deafness too, and no heartbeat comes to it to
+ * clear the count, so a long-standing follower's count sits at a grace.
+ * Elected, it counts again from none: a stretch of not being run right
+ * after the election is still not the engine's silence.
+ */
+static void test_lead_restart(void **state)
+{
+	struct mgmt_engine_live *l;
+	struct world w;
+	int64_t since;
+	uint32_t up;
+
+	(void)state;
+	world_make_timed(&w, "lead");
+	up = join_up(&w, 1, "h:1");
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+	pthread_mutex_lock(&w.m->lock);
+	l = mgmt_live_get(w.m, up, 0);
+	/* As a follower: 5 s not run, a grace of it counted. */
+	mgmt_live_deaf(w.m, l->silent_since_ms + 1, l->silent_since_ms + 5001);
+	assert_int_equal(l->deaf_ms, 3000);
+	since = l->silent_since_ms + 6000;
+	mgmt_live_restart(w.m, since);
+	assert_int_equal(l->deaf_ms, 0);
+	assert_int_equal(l->silent_since_ms, since);
+	/* Leading: 2.5 s not run moves the engine's silence on by as much. */
+	mgmt_live_deaf(w.m, since + 100, since + 2600);
+	assert_int_equal(l->silent_since_ms, since + 2500);
+	pthread_mutex_unlock(&w.m->lock);
+	up_then_down(&w, up, since + 2500, 2900);
 	world_end(&w);
 }
 
@@ -2225,6 +2271,7 @@ int main(void)
 		cmocka_unit_test(test_engine_detection),
 		cmocka_unit_test(test_service_deaf),
 		cmocka_unit_test(test_service_stopped),
+		cmocka_unit_test(test_lead_restart),
 		cmocka_unit_test(test_rebuild),
 		cmocka_unit_test(test_reclaim),
 		cmocka_unit_test(test_engine_set_state),
