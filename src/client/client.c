@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define TIMEOUT_DEFAULT_MS 10000
 #define SPIN_US 1000
 
@@ -1722,7 +1724,7 @@ static lode_conn_t *conn_alloc(const char *addr, const struct lode_conn_opts *op
 	pthread_mutex_init(&c->renewer_lock, NULL);
 	pthread_mutex_init(&c->catch_lock, NULL);
 	pthread_mutex_init(&c->mgmt_lock, NULL);
-	pthread_cond_init(&c->renewer_cond, NULL);
+	clock_cond_init(&c->renewer_cond);
 	c->epfd = -1;
 	c->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms
 			: tmo && atoi(tmo) > 0 ? (unsigned)atoi(tmo)

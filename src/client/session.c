@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "client/agent_client.h"
+#include "common/clock.h"
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 #include "mgmt/rpc.h"
 
@@ -242,7 +243,7 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 	rpc_channel_t *led = NULL;
 	char leader[256];
 	bool via_led = false;
-	int64_t until = now_ms() + timeout_ms;
+	int64_t until = clock_mono_ms() + timeout_ms;
 	int st;
 
 	for (int try = 0;; try++) {
@@ -254,7 +255,7 @@ static int mgmt_try(rpc_channel_t *ch, unsigned timeout_ms, const char *method,
 			      timeout_ms, rep, msg, msg_cap);
 		/* An election takes a moment: at least 12 tries, and for up to
 		 * the timeout. */
-		if (st != RPC_UNAVAILABLE || (try >= 12 && now_ms() >= until))
+		if (st != RPC_UNAVAILABLE || (try >= 12 && clock_mono_ms() >= until))
 			break;
 		r = rpc_redirect_parse(msg, leader, sizeof(leader));
 		if (r < 0 && via_led && mgmt_repeatable(method)) {
@@ -339,7 +340,7 @@ static int mgmt_failover(lode_conn_t *c, rpc_channel_t *ch, unsigned gen, const 
 			 const uint8_t *cap, ProtobufCMessage **rep, int st, char *msg,
 			 size_t msg_cap)
 {
-	int64_t until = now_ms() + 3 * (int64_t)c->timeout_ms;
+	int64_t until = clock_mono_ms() + 3 * (int64_t)c->timeout_ms;
 	rpc_channel_t *cur;
 	bool looked = false, gone;
 
@@ -353,7 +354,7 @@ static int mgmt_failover(lode_conn_t *c, rpc_channel_t *ch, unsigned gen, const 
 		pthread_mutex_unlock(&c->mgmt_lock);
 		return st;
 	}
-	for (unsigned i = 0; now_ms() < until; i++) {
+	for (unsigned i = 0; clock_mono_ms() < until; i++) {
 		struct conn_mgmt_alt *a;
 
 		if (i == c->nmgmt_alt && !looked) {
@@ -458,12 +459,7 @@ static void *renewer_main(void *arg)
 	pthread_setname_np(pthread_self(), "lode-renew");
 	pthread_mutex_lock(&c->renewer_lock);
 	while (!c->renewer_stop) {
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 250 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		clock_mono_after(&until, 250);
 		pthread_cond_timedwait(&c->renewer_cond, &c->renewer_lock, &until);
 		if (c->renewer_stop)
 			break;

@@ -1689,7 +1689,7 @@ static int op_system_query(struct mgmt *m, const struct caller *who, const void 
 		r->pools = (uint32_t)s->n_pools;
 		r->containers = (uint32_t)s->n_containers;
 		r->version = rb_str(&b, LODE_VERSION);
-		r->started_unix_ms = m->started_ms;
+		r->started_unix_ms = m->started_unix_ms;
 		r->signing_key_id = s->n_keys ? s->keys[s->n_keys - 1]->id : 0;
 	}
 	return rb_done(&b, r, reply, msg, msg_cap);
@@ -1759,7 +1759,7 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 	Lode__Mgmt__V1__EngineJoinReply *r;
 	struct layout_map *map = NULL;
 	uint64_t capacity, used;
-	int64_t now = mgmt_now_ms(m);
+	int64_t now = mgmt_now_ms(m), live = mgmt_live_ms(m);
 	struct rb b = {0};
 	bool changed = false;
 	struct mgmt_engine_live *l;
@@ -1846,7 +1846,7 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 		changed = true;
 	}
 	id = e->id;
-	if (!(l = mgmt_live_get(m, id, now))) {
+	if (!(l = mgmt_live_get(m, id, live))) {
 		mgmt_state_rollback(&m->st);
 		st = fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
 		goto out;
@@ -1863,8 +1863,8 @@ static int op_engine_join(struct mgmt *m, const struct caller *who, const void *
 		}
 	}
 	/* Joining is a sign of life. */
-	if ((l = mgmt_live_get(m, id, now)) != NULL) {
-		l->silent_since_ms = now;
+	if ((l = mgmt_live_get(m, id, live)) != NULL) {
+		l->silent_since_ms = live;
 		l->deaf_ms = 0;
 	}
 	r = rb_msg(&b, &lode__mgmt__v1__engine_join_reply__descriptor);
@@ -1903,7 +1903,7 @@ static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const v
 	struct mgmt_target_info *tgts = NULL;
 	struct layout_map *map = NULL;
 	uint64_t capacity, used, v0;
-	int64_t now = mgmt_now_ms(m);
+	int64_t now = mgmt_now_ms(m), live = mgmt_live_ms(m);
 	struct rb b = {0};
 	bool changed = false;
 	int st, rc;
@@ -1922,14 +1922,14 @@ static int op_engine_heartbeat(struct mgmt *m, const struct caller *who, const v
 			return fail(msg, msg_cap, RPC_INVALID_ARGUMENT,
 				    "target %u: engine %u has %u", req->targets[i]->id, e->id,
 				    e->ntargets);
-	l = mgmt_live_get(m, e->id, now);
+	l = mgmt_live_get(m, e->id, live);
 	if (l && !l->targets)
 		l->targets = tgts = calloc(e->ntargets, sizeof(*tgts));
 	if (!l || !l->targets)
 		return fail(msg, msg_cap, RPC_INTERNAL, "out of memory");
 	l->ntargets = e->ntargets;
-	l->silent_since_ms = now;
-	l->heartbeat_ms = now;
+	l->silent_since_ms = live;
+	l->heartbeat_ms = now; /* wall clock: shown as heartbeat_unix_ms */
 	l->deaf_ms = 0;
 	for (size_t i = 0; i < req->n_targets; i++) {
 		const Lode__Mgmt__V1__Target *t = req->targets[i];
@@ -2103,7 +2103,7 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 {
 	struct mgmt *m = arg;
 	struct caller who;
-	int64_t t0 = mgmt_now_ms(m);
+	int64_t t0 = mgmt_live_ms(m);
 	int st = RPC_OK;
 
 	*reply = NULL;
@@ -2113,15 +2113,15 @@ static int dispatch(void *arg, const struct rpc_call_info *ci, const ProtobufCMe
 	pthread_mutex_lock(&m->lock);
 	/* First after the service was not run (SIGSTOP, no CPU)? That time is
 	 * counted before this call, a heartbeat perhaps, is handled. */
-	mgmt_live_awake(m, mgmt_now_ms(m));
+	mgmt_live_awake(m, mgmt_live_ms(m));
 	if (auth != AUTH_NONE)
 		st = caller_get(m, ci, auth == AUTH_ANY, &who, msg, msg_cap);
 	if (st == RPC_OK)
 		st = fn(m, auth != AUTH_NONE ? &who : NULL, req, reply, msg, msg_cap);
 	/* Calls are served one at a time: while this one waited for the
 	 * lock and ran, no heartbeat was heard. */
-	mgmt_live_deaf(m, t0, mgmt_now_ms(m));
-	mgmt_live_awake(m, mgmt_now_ms(m));
+	mgmt_live_deaf(m, t0, mgmt_live_ms(m));
+	mgmt_live_awake(m, mgmt_live_ms(m));
 	pthread_mutex_unlock(&m->lock);
 	/* A change of the map is told to the host outside the lock. */
 	mgmt_map_publish(m);

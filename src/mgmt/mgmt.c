@@ -16,6 +16,7 @@
 
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "lode/errno.h"
 #include "mgmt/mgmt.h"
 #include "mgmt/state.h"
@@ -28,6 +29,11 @@ int64_t mgmt_now_ms(const struct mgmt *m)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + m->clock_skew_ms;
+}
+
+int64_t mgmt_live_ms(const struct mgmt *m)
+{
+	return clock_mono_ms() + m->live_skew_ms;
 }
 
 unsigned mgmt_targets_get(struct mgmt *m, struct mgmt_target_info *out, unsigned max, bool *live)
@@ -252,7 +258,7 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 		pthread_mutex_destroy(&m->lock);
 		goto fail_early;
 	}
-	rc = -pthread_cond_init(&m->timer_cond, NULL);
+	rc = -clock_cond_init(&m->timer_cond); /* its waits run on CLOCK_MONOTONIC */
 	if (rc) {
 		pthread_mutex_destroy(&m->notify_lock);
 		pthread_mutex_destroy(&m->lock);
@@ -307,7 +313,8 @@ int mgmt_open(const struct mgmt_config *cfg, const struct mgmt_hooks *hooks, str
 	if (rc)
 		goto fail;
 	/* Every engine's silence counts from now, not from before a restart. */
-	m->started_ms = mgmt_now_ms(m);
+	m->started_ms = mgmt_live_ms(m);
+	m->started_unix_ms = mgmt_now_ms(m);
 	for (size_t i = 0; i < m->st.s->n_engines; i++)
 		if (!mgmt_live_get(m, m->st.s->engines[i]->id, m->started_ms)) {
 			rc = -ENOMEM;
@@ -477,19 +484,19 @@ static void *timer_main(void *arg)
 		const ms_state *s = m->st.s;
 		int64_t born = s->n_keys ? s->keys[s->n_keys - 1]->created_unix_ms : 0;
 
+		int64_t left = born + (int64_t)m->key_rotate_s * 1000 - mgmt_now_ms(m);
+		struct timespec ts;
+
 		/* Replicated, only a leader with a state rotates; look again in a second. */
 		if (m->repl && (!mgmt_is_leader(m) || !s->n_tenants)) {
-			struct timespec again;
-
-			clock_gettime(CLOCK_REALTIME, &again);
-			again.tv_sec += 1;
-			pthread_cond_timedwait(&m->timer_cond, &m->lock, &again);
+			clock_mono_after(&ts, 1000);
+			pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 			continue;
 		}
-		int64_t due = born + (int64_t)m->key_rotate_s * 1000 - m->clock_skew_ms;
-		struct timespec ts = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
-
-		if (mgmt_now_ms(m) < born + (int64_t)m->key_rotate_s * 1000) {
+		/* The key's age is by the wall clock (the keys' dates are); a
+		 * step of it is seen within a minute. */
+		if (left > 0) {
+			clock_mono_after(&ts, left < 60000 ? left : 60000);
 			pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 			continue;
 		}
@@ -499,8 +506,7 @@ static void *timer_main(void *arg)
 			fprintf(stderr,
 				"mgmt: rotating the signing key: %s (retrying in a minute)\n",
 				lode_strerror(id));
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 60;
+			clock_mono_after(&ts, 60000);
 			pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 		}
 	}
@@ -523,12 +529,9 @@ static void *map_timer_main(void *arg)
 		struct timespec ts;
 		int rc;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)(period % 1000) * 1000000;
-		ts.tv_sec += period / 1000 + ts.tv_nsec / 1000000000;
-		ts.tv_nsec %= 1000000000;
+		clock_mono_after(&ts, period);
 		/* Letting go of the lock: a long check just done counts. */
-		mgmt_live_awake(m, mgmt_now_ms(m));
+		mgmt_live_awake(m, mgmt_live_ms(m));
 		pthread_cond_timedwait(&m->timer_cond, &m->lock, &ts);
 		if (m->stopping)
 			break;
@@ -538,20 +541,20 @@ static void *map_timer_main(void *arg)
 		 * short calls may have held in turn): the time since anyone
 		 * last held the lock. A call that got it first after such a
 		 * stretch counted it already. */
-		mgmt_live_awake(m, mgmt_now_ms(m));
+		mgmt_live_awake(m, mgmt_live_ms(m));
 		if (!mgmt_replica_lead(m))
 			continue; /* a follower: the leader checks */
-		rc = mgmt_map_check(m, mgmt_now_ms(m));
+		rc = mgmt_map_check(m, mgmt_live_ms(m));
 		if (rc < 0)
 			fprintf(stderr, "mgmt: checking the pool map: %s\n", lode_strerror(rc));
 		if (rc > 0) {
-			mgmt_live_awake(m, mgmt_now_ms(m));
+			mgmt_live_awake(m, mgmt_live_ms(m));
 			pthread_mutex_unlock(&m->lock);
 			mgmt_map_publish(m);
 			pthread_mutex_lock(&m->lock);
 			/* Calls could take the lock (and hear) while it was let
 			 * go: that time is not the service's deafness. */
-			m->awake_ms = mgmt_now_ms(m);
+			m->awake_ms = mgmt_live_ms(m);
 		}
 	}
 	pthread_mutex_unlock(&m->lock);

@@ -188,7 +188,7 @@ static void fsm_role(void *arg, bool is_leader, uint64_t leader_id)
 
 	(void)leader_id;
 	if (is_leader && !__atomic_load_n(&m->leading, __ATOMIC_ACQUIRE))
-		__atomic_store_n(&m->lead_since_ms, mgmt_now_ms(m), __ATOMIC_RELEASE);
+		__atomic_store_n(&m->lead_since_ms, mgmt_live_ms(m), __ATOMIC_RELEASE);
 	__atomic_store_n(&m->leading, is_leader, __ATOMIC_RELEASE);
 	fprintf(stderr, "mgmt: replica %s (leader %llu)\n", is_leader ? "leads" : "follows",
 		(unsigned long long)leader_id);
@@ -237,6 +237,7 @@ bool mgmt_replica_lead(struct mgmt *m)
 	if (since != m->live_since_ms) {
 		m->live_since_ms = since;
 		m->started_ms = since;
+		m->started_unix_ms = mgmt_now_ms(m) - (mgmt_live_ms(m) - since);
 		mgmt_live_restart(m, since);
 	}
 	pthread_mutex_lock(&m->prop_lock);

@@ -220,8 +220,10 @@ struct mgmt {
 	unsigned ntargets;
 	int64_t lifetime_ms;
 	unsigned key_rotate_s;
-	int64_t started_ms;
-	int64_t clock_skew_ms; /* added to the clock: lets tests expire capabilities */
+	int64_t started_ms;      /* mgmt_live_ms: when silences started to count (open, election) */
+	int64_t started_unix_ms; /* the same moment by the wall clock, for status */
+	int64_t clock_skew_ms; /* added to the wall clock: lets tests expire capabilities */
+	int64_t live_skew_ms;  /* added to mgmt_live_ms: lets tests age a heartbeat */
 	/* A hash no secret matches: Connect checks an unknown user's secret
 	 * against it so that a wrong user costs as much as a wrong secret. */
 	char decoy_hash[AUTH_HASH_TEXT];
@@ -283,8 +285,17 @@ void mgmt_close(struct mgmt *m);
 #define MGMT_TARGETS_MAX 1024
 unsigned mgmt_targets_get(struct mgmt *m, struct mgmt_target_info *out, unsigned max, bool *live);
 
-/* The clock the service uses (unix ms, plus m->clock_skew_ms). */
+/* The wall clock the service uses (unix ms, plus m->clock_skew_ms). */
 int64_t mgmt_now_ms(const struct mgmt *m);
+/*
+ * The clock engines' silence is counted by, and everything compared with
+ * it (m->live, awake_ms, deaf_until_ms, lead_since_ms, started_ms):
+ * CLOCK_MONOTONIC in ms, plus m->live_skew_ms. A step of the wall clock (NTP's, an operator's) is
+ * no engine's silence: by the wall clock, an hour forward looked like an
+ * hour with no heartbeat and every engine went DOWN, and an hour back left
+ * a dead engine UP for an hour.
+ */
+int64_t mgmt_live_ms(const struct mgmt *m);
 
 /* Rotate the signing key: persist the new key, then hand it to the keyring.
  * Returns the new key id or -errno (nothing changed). Caller holds m->lock. */

@@ -54,6 +54,7 @@
 #include <raft/uv.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "lode/errno.h"
 #include "repl/repl.h"
 
@@ -652,13 +653,7 @@ int repl_propose(repl_t *r, const void *buf, size_t len, unsigned timeout_ms)
 	p->entry = entry.base;
 	p->entry_len = entry.len;
 
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout_ms / 1000;
-	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	clock_mono_after(&deadline, timeout_ms);
 
 	pthread_mutex_lock(&r->mu);
 	if (r->stopping) {
@@ -907,7 +902,6 @@ int repl_start(const struct repl_config *cfg, const struct repl_fsm *fsm, repl_t
 	       char *msg, size_t cap)
 {
 	struct repl *r;
-	pthread_condattr_t ca;
 	int rc;
 
 	repl_msg(msg, cap, "%s", "");
@@ -933,10 +927,7 @@ int repl_start(const struct repl_config *cfg, const struct repl_fsm *fsm, repl_t
 	r->lock_fd = -1;
 	r->queue_tail = &r->queue;
 	pthread_mutex_init(&r->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->done, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&r->done);
 
 	rc = repl_lock(r, msg, cap);
 	if (rc != 0)

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "auth/auth.h"
+#include "common/clock.h"
 #include "lode/lode.h"
 #include "lode/mgmt/v1/mgmt.pb-c.h"
 #include "mgmt/rpc.h"
@@ -58,7 +59,7 @@ struct member {
 	int64_t tok_renew_ms; /* log in again from here on (0: no token) */
 	uint32_t engine_id;
 	bool joined;
-	int64_t last_ok_ms;   /* the last reply the service gave (0: never) */
+	int64_t last_ok_ms;   /* clock_mono_ms of the last reply the service gave (0: never) */
 	unsigned heartbeat_ms, grace_ms;
 	uint8_t state;        /* this engine's state in the last map (STATE_*) */
 	uint32_t taken_ver;   /* that map's version: heartbeats say it, and the
@@ -73,6 +74,7 @@ struct member {
 	char last_err[256];   /* logged once, not every heartbeat */
 };
 
+/* The wall clock: a token's expiry is a date (waits and the fence use clock.h). */
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -480,7 +482,7 @@ static int turn(struct member *m)
 	if (st == RPC_UNAUTHENTICATED)
 		m->tok_renew_ms = 0; /* expired or revoked: log in again next turn */
 	if (st == RPC_OK) {
-		m->last_ok_ms = now_ms();
+		m->last_ok_ms = clock_mono_ms();
 		m->last_err[0] = 0;
 	}
 	return st;
@@ -498,16 +500,10 @@ static void *member_main(void *arg)
 
 		pthread_mutex_unlock(&m->lock);
 		turn(m);
-		fence_update(m, now_ms());
+		fence_update(m, clock_mono_ms());
 		pthread_mutex_lock(&m->lock);
 		ms = m->last_ok_ms ? m->heartbeat_ms : 250; /* not joined yet: try sooner */
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += ms / 1000;
-		until.tv_nsec += (ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		clock_mono_after(&until, ms);
 		if (!m->stop)
 			pthread_cond_timedwait(&m->cond, &m->lock, &until);
 	}
@@ -534,7 +530,7 @@ int member_start(struct srv *s, const char *join, const char *cred, bool local_t
 	m->heartbeat_ms = HEARTBEAT_DEFAULT_MS;
 	m->grace_ms = GRACE_DEFAULT_MS;
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_cond_init(&m->cond, NULL);
+	clock_cond_init(&m->cond);
 	auth_keyring_init(&m->keys);
 	auth_revoked_init(&m->revoked);
 	atomic_store(&s->fenced, true);
@@ -562,7 +558,7 @@ int member_start(struct srv *s, const char *join, const char *cred, bool local_t
 	}
 	if (st != RPC_OK)
 		srv_log("the management service at %s does not answer yet; retrying", join);
-	fence_update(m, now_ms());
+	fence_update(m, clock_mono_ms());
 	if (!local_tables) {
 		s->keys = &m->keys;
 		s->revoked = &m->revoked;

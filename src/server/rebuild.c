@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "common/clock.h"
 #include "ec/ec.h"
 #include "layout/layout.h"
 #include "lode/errno.h"
@@ -139,13 +140,7 @@ static void nap(struct rebuild *rb, unsigned ms)
 {
 	struct timespec until;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_mono_after(&until, ms);
 	pthread_mutex_lock(&rb->mu);
 	if (!rb->stop)
 		pthread_cond_timedwait(&rb->cv, &rb->mu, &until);
@@ -740,7 +735,7 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 		    int *host)
 {
 	unsigned nk = g->cls->k, nm = nk + g->cls->p;
-	int64_t until = now_ms() + EC_LEASE_WAIT_MS;
+	int64_t until = clock_mono_ms() + EC_LEASE_WAIT_MS;
 	uint8_t range[16];
 	struct conn_tgt_io io;
 	uint64_t off = 0, end = UINT64_MAX;
@@ -758,7 +753,7 @@ static int ec_lease(struct pass *p, const struct ec_group *g, struct lode_oid oi
 		rc = conn_tgt_io(p->ct, (unsigned)*host, NET_OP_LEASE, oid, k, &io);
 		if (rc != -EBUSY)
 			break;
-		if (now_ms() > until || stopping(p->rb)) {
+		if (clock_mono_ms() > until || stopping(p->rb)) {
 			*host = -1;
 			return -EAGAIN;
 		}
@@ -1783,7 +1778,7 @@ int rebuild_start(struct srv *s, const char *addr, const char *cred, struct rebu
 		rb->user[0] = 0;
 	}
 	pthread_mutex_init(&rb->mu, NULL);
-	pthread_cond_init(&rb->cv, NULL);
+	clock_cond_init(&rb->cv);
 	if (pthread_create(&rb->thread, NULL, rb_main, rb) != 0) {
 		pthread_mutex_destroy(&rb->mu);
 		pthread_cond_destroy(&rb->cv);

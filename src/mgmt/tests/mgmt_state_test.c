@@ -1476,14 +1476,14 @@ static void test_engine_detection(void **state)
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_NEW);
 	/* Not integrated before it says it is ready (reclaimed), although the
 	 * host has nothing to rebuild. */
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m)), 0);
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_NEW);
 	/* Its report completes the integration at once; make it UP that way. */
 	assert_int_equal(reclaim_ok(w.m, &w.root, &w.agent, up, 1), RPC_OK);
 	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
 	nw = join_ok(w.m, &w.agent, 2, "h:2");
 	assert_int_equal(engine_state(w.m, &w.root, nw, &v0), S_NEW);
-	now = mgmt_now_ms(w.m);
+	now = mgmt_live_ms(w.m);
 	/* Within grace: nothing. */
 	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
 	assert_int_equal(heartbeat(w.m, &w.agent, nw, 2, NULL, NULL), RPC_OK);
@@ -1527,7 +1527,7 @@ static void test_engine_detection(void **state)
 	assert_int_equal(engine_state(w.m, &w.root, nw + 1, NULL), S_UP);
 	/* A silent DRAIN engine goes DOWN too (its shards are rebuilt). */
 	assert_int_equal(set_state(w.m, &w.root, up, S_DRAIN), RPC_OK);
-	now = mgmt_now_ms(w.m);
+	now = mgmt_live_ms(w.m);
 	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
 	assert_int_equal(heartbeat(w.m, &w.agent, nw + 1, 2, NULL, NULL), RPC_OK);
 	engine_state(w.m, &w.root, up, &v0);
@@ -1537,11 +1537,11 @@ static void test_engine_detection(void **state)
 
 	/* A restart: silence counts from the restart, not from before it. */
 	assert_int_equal(set_state(w.m, &w.root, up, S_UP), RPC_OK);
-	w.m->clock_skew_ms = -60000; /* its last heartbeat, a minute ago */
+	w.m->live_skew_ms = -60000; /* its last heartbeat, a minute ago */
 	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
 	mgmt_close(w.m);
 	w.m = svc_open(test_dir);
-	up_then_down(&w, up, mgmt_now_ms(w.m), 1000);
+	up_then_down(&w, up, mgmt_live_ms(w.m), 1000);
 	world_end(&w);
 }
 
@@ -1665,7 +1665,7 @@ static void test_service_stopped(void **state)
 	assert_int_equal(engine_state(w.m, &w.root, e2, NULL), S_UP);
 	/* Both last heard, and the lock last held, 4.5 s ago. */
 	pthread_mutex_lock(&w.m->lock);
-	now = mgmt_now_ms(w.m);
+	now = mgmt_live_ms(w.m);
 	w.m->awake_ms = now - 4500;
 	w.m->deaf_until_ms = now - 4500;
 	mgmt_live_get(w.m, e1, 0)->silent_since_ms = now - 4500;
@@ -1677,7 +1677,7 @@ static void test_service_stopped(void **state)
 	 * silence moved by a grace, all a stretch may move it. */
 	assert_int_equal(mgmt_live_get(w.m, e1, 0)->deaf_ms, 0);
 	assert_int_equal(mgmt_live_get(w.m, e2, 0)->deaf_ms, 3000);
-	up_then_down(&w, e2, mgmt_now_ms(w.m), 100);
+	up_then_down(&w, e2, mgmt_live_ms(w.m), 100);
 	world_end(&w);
 }
 
@@ -1712,6 +1712,36 @@ static void test_lead_restart(void **state)
 	assert_int_equal(l->silent_since_ms, since + 2500);
 	pthread_mutex_unlock(&w.m->lock);
 	up_then_down(&w, up, since + 2500, 2900);
+	world_end(&w);
+}
+
+/*
+ * A step of the wall clock (NTP's, an operator's `date`) is no engine's
+ * silence: an hour forward does not make a heartbeating engine DOWN, and
+ * an hour back does not keep a silent one UP.
+ */
+static void test_wall_clock_step(void **state)
+{
+	struct world w;
+	uint32_t up;
+
+	(void)state;
+	world_make_timed(&w, "step");
+	up = join_up(&w, 1, "h:1");
+	assert_int_equal(heartbeat(w.m, &w.agent, up, 1, NULL, NULL), RPC_OK);
+	w.m->clock_skew_ms = 3600 * 1000;
+	/* A call now (its capability may have expired meanwhile; the service
+	 * counts time it was not run before looking at the caller). */
+	(void)empty_call(w.m, "PoolMapGet", &w.root, NULL);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m)), 0);
+	w.m->clock_skew_ms = -3600 * 1000;
+	(void)empty_call(w.m, "PoolMapGet", &w.root, NULL);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m)), 0);
+	w.m->clock_skew_ms = 0;
+	assert_int_equal(engine_state(w.m, &w.root, up, NULL), S_UP);
+	w.m->clock_skew_ms = -3600 * 1000;
+	up_then_down(&w, up, mgmt_live_ms(w.m), 1000);
+	w.m->clock_skew_ms = 0;
 	world_end(&w);
 }
 
@@ -1784,7 +1814,7 @@ static void test_rebuild(void **state)
 	rebuild_report(&rb1, v, false, 100, 4000, 5, 25);
 	rb1.errno_value = -5;
 	assert_int_equal(heartbeat(w.m, &w.node, e1, 1, &rb1, NULL), RPC_OK);
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m)), 0);
 	q = pool_rebuild(w.m, &w.root, &pi);
 	assert_int_equal(q->errno_value, -5);
 	assert_int_equal(q->engines_pending, 1);
@@ -1876,7 +1906,7 @@ static void test_reclaim(void **state)
 	assert_int_equal(heartbeat(w.m, &w.node, e2, 2, &rb, NULL), RPC_OK);
 	rb.reclaimed_version = settled - 1; /* an older layout's is not this one's */
 	assert_int_equal(heartbeat(w.m, &w.node, e3, 3, &rb, NULL), RPC_OK);
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m)), 0);
 	map_reclaim(w.m, &w.root, &v2, &settled, &reclaimed);
 	assert_int_equal(v2, v);
 	assert_int_equal(reclaimed, 0);
@@ -2115,12 +2145,12 @@ static void test_map_hook(void **state)
 	/* Calls that change nothing: no call. */
 	join_ok(w.m, &w.node, 1, "h:1");
 	assert_int_equal(set_state(w.m, &w.root, 0, S_DOWN), RPC_FAILED_PRECONDITION);
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m)), 0);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m)), 0);
 	assert_int_equal(hook_calls, 2);
 	assert_int_equal(set_state(w.m, &w.root, id, S_DRAIN), RPC_OK);
 	assert_int_equal(hook_calls, 3);
 	assert_int_equal(hook_versions[2], 3);
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m) + 10000), 1); /* silent: DOWN */
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m) + 10000), 1); /* silent: DOWN */
 	assert_int_equal(hook_calls, 4);
 	assert_int_equal(hook_versions[3], 4);
 	assert_int_equal(mgmt_map_version(w.m), 4);
@@ -2146,7 +2176,7 @@ static void test_map_failed_write(void **state)
 	/* Nothing of any of these stays. */
 	assert_int_equal(engine_join(w.m, &w.node, 2, "h:2", 2, NULL), RPC_INTERNAL);
 	assert_int_equal(set_state(w.m, &w.root, id, S_DOWN), RPC_INTERNAL);
-	assert_int_equal(mgmt_tick(w.m, mgmt_now_ms(w.m) + 10000), -EISDIR);
+	assert_int_equal(mgmt_tick(w.m, mgmt_live_ms(w.m) + 10000), -EISDIR);
 	assert_int_equal(engine_state(w.m, &w.root, id, &v), S_UP);
 	assert_int_equal(v, v0);
 	assert_int_equal(mgmt_map_version(w.m), v0);
@@ -2272,6 +2302,7 @@ int main(void)
 		cmocka_unit_test(test_service_deaf),
 		cmocka_unit_test(test_service_stopped),
 		cmocka_unit_test(test_lead_restart),
+		cmocka_unit_test(test_wall_clock_step),
 		cmocka_unit_test(test_rebuild),
 		cmocka_unit_test(test_reclaim),
 		cmocka_unit_test(test_engine_set_state),
