@@ -266,8 +266,22 @@ void mgmt_live_restart(struct mgmt *m, int64_t since_ms)
 	}
 }
 
+void mgmt_live_elected(struct mgmt *m)
+{
+	int64_t since = __atomic_load_n(&m->lead_since_ms, __ATOMIC_ACQUIRE);
+
+	if (since == m->live_since_ms)
+		return;
+	m->live_since_ms = since;
+	m->started_ms = since;
+	m->started_unix_ms = mgmt_now_ms(m) - (mgmt_live_ms(m) - since);
+	mgmt_live_restart(m, since);
+}
+
 void mgmt_live_awake(struct mgmt *m, int64_t now_ms)
 {
+	/* An election first: a stall since it is counted on the fresh counts. */
+	mgmt_live_elected(m);
 	if (m->awake_ms)
 		mgmt_live_deaf(m, m->awake_ms, now_ms);
 	if (now_ms > m->awake_ms)

@@ -225,7 +225,6 @@ bool mgmt_replica_serves(struct mgmt *m, char *msg, size_t msg_cap)
 
 bool mgmt_replica_lead(struct mgmt *m)
 {
-	int64_t since;
 	bool any;
 	char msg[256] = "";
 
@@ -233,13 +232,7 @@ bool mgmt_replica_lead(struct mgmt *m)
 		return true;
 	if (!repl_is_leader(m->repl))
 		return false;
-	since = __atomic_load_n(&m->lead_since_ms, __ATOMIC_ACQUIRE);
-	if (since != m->live_since_ms) {
-		m->live_since_ms = since;
-		m->started_ms = since;
-		m->started_unix_ms = mgmt_now_ms(m) - (mgmt_live_ms(m) - since);
-		mgmt_live_restart(m, since);
-	}
+	mgmt_live_elected(m); /* done by the awake before this, as a rule */
 	pthread_mutex_lock(&m->prop_lock);
 	any = m->applied_any;
 	pthread_mutex_unlock(&m->prop_lock);

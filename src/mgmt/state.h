@@ -201,8 +201,8 @@ void ms_resource_name(const ms_pool *p, const ms_cont *c, char *buf, size_t cap)
  */
 struct mgmt_engine_live {
 	uint32_t id;
-	int64_t silent_since_ms; /* the last heartbeat, or the service's start */
-	int64_t heartbeat_ms;    /* the last heartbeat received; 0: none since the start */
+	int64_t silent_since_ms; /* mgmt_live_ms: the last heartbeat, or the service's start */
+	int64_t heartbeat_ms;    /* wall clock (shown): the last heartbeat; 0: none since the start */
 	unsigned ntargets;
 	struct mgmt_target_info *targets; /* [ntargets]: as its last heartbeat said */
 	bool reported;                    /* rebuild holds a report */
@@ -343,6 +343,13 @@ void mgmt_live_awake(struct mgmt *m, int64_t now_ms);
  * counts but no heartbeat of its own clears) starts again from none.
  */
 void mgmt_live_restart(struct mgmt *m, int64_t since_ms);
+/*
+ * If this replica was elected (m->lead_since_ms) since m->live was last
+ * reset for an election, reset it (mgmt_live_restart) and count the
+ * service's start from then. mgmt_live_awake does it first, so that a
+ * stall right after the election is counted on the fresh counts.
+ */
+void mgmt_live_elected(struct mgmt *m);
 /* Reintegration of an OUT engine (docs/decisions/0014): its record keeps
  * its slot, OUT, under a uuid no engine has and no address, so that the
  * engine's next heartbeat is refused and it joins again as a new engine
