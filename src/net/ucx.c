@@ -167,7 +167,9 @@ static ucs_log_func_rc_t log_to_stderr(const char *file, unsigned line, const ch
 	(void)func;
 	(void)comp;
 	n = snprintf(msg, sizeof(msg), "[%d] UCX %s %s:%u ", (int)getpid(),
-		     level < UCS_LOG_LEVEL_LAST ? ucs_log_level_names[level] : "?",
+		     level < UCS_LOG_LEVEL_LAST	    ? ucs_log_level_names[level]
+		     : level == UCS_LOG_LEVEL_PRINT ? "PRINT"
+						    : "?",
 		     base ? base + 1 : file, line);
 	size_t len = n > 0 && (size_t)n < sizeof(msg) ? (size_t)n : 0;
 
@@ -177,8 +179,10 @@ static ucs_log_func_rc_t log_to_stderr(const char *file, unsigned line, const ch
 		len = sizeof(msg) - 1; /* cut: the newline takes the terminator's place */
 	msg[len++] = '\n';
 	(void)!write(STDERR_FILENO, msg, len);
-	/* A fatal message goes on to UCX's own handler, which stops the process. */
-	return level <= UCS_LOG_LEVEL_FATAL ? UCS_LOG_FUNC_RC_CONTINUE : UCS_LOG_FUNC_RC_STOP;
+	/* One at UCX_LOG_LEVEL_TRIGGER or worse (fatal, by default) goes on to
+	 * UCX's own handler, which prints it again and stops the process. */
+	return level <= ucs_global_opts.log_level_trigger ? UCS_LOG_FUNC_RC_CONTINUE
+							  : UCS_LOG_FUNC_RC_STOP;
 }
 
 static void env_defaults(void)
