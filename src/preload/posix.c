@@ -1048,7 +1048,7 @@ static void flush_held(int fd, struct pl_desc *unused, void *arg)
 
 void pl_posix_exit(void)
 {
-	if (atomic_load(&pl_stats[PL_ST_OPENS]) == 0)
+	if (pl_stat_get(PL_ST_OPENS) == 0)
 		return;
 	fflush(NULL); /* stdio streams over Lode files, before their files are synced */
 	pl_fd_foreach(flush_held, NULL);

@@ -136,11 +136,27 @@ enum pl_stat {
 	PL_ST_ERRORS,
 	PL_ST_COUNT
 };
-extern _Atomic uint64_t pl_stats[PL_ST_COUNT] PL_HIDDEN;
+/*
+ * In stripes two cache lines apart: a thread counts in its own stripe
+ * (given on its first count), so that threads on different cores do not
+ * pass one line back and forth twice per I/O. A reader sums the stripes.
+ */
+#define PL_STAT_STRIPES 16
+struct pl_stat_stripe {
+	_Atomic uint64_t n[PL_ST_COUNT];
+} __attribute__((aligned(128)));
+extern struct pl_stat_stripe pl_stats[PL_STAT_STRIPES] PL_HIDDEN;
+/* The calling thread's stripe, plus one (0: none yet). */
+extern __thread unsigned pl_stat_mine PL_HIDDEN __attribute__((tls_model("initial-exec")));
+unsigned pl_stat_pick(void) PL_HIDDEN;
 static inline void pl_stat_add(enum pl_stat s, uint64_t n)
 {
-	atomic_fetch_add_explicit(&pl_stats[s], n, memory_order_relaxed);
+	unsigned i = pl_stat_mine ? pl_stat_mine : pl_stat_pick();
+
+	atomic_fetch_add_explicit(&pl_stats[i - 1].n[s], n, memory_order_relaxed);
 }
+/* Counter s over every stripe. */
+uint64_t pl_stat_get(enum pl_stat s) PL_HIDDEN;
 
 /* Monotonic clock in nanoseconds. */
 int64_t pl_now_ns(void) PL_HIDDEN;

@@ -90,7 +90,8 @@ bool pl_debug_on;
 bool pl_bypass;
 _Atomic bool pl_ucx_used;
 static int g_debug_fd = STDERR_FILENO;
-_Atomic uint64_t pl_stats[PL_ST_COUNT];
+struct pl_stat_stripe pl_stats[PL_STAT_STRIPES];
+__thread unsigned pl_stat_mine __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static _Atomic bool g_ready;      /* pl_real is filled and the decision made */
@@ -216,17 +217,34 @@ int64_t pl_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+unsigned pl_stat_pick(void)
+{
+	static _Atomic unsigned next;
+
+	pl_stat_mine = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % PL_STAT_STRIPES + 1;
+	return pl_stat_mine;
+}
+
+uint64_t pl_stat_get(enum pl_stat s)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < PL_STAT_STRIPES; i++)
+		sum += atomic_load_explicit(&pl_stats[i].n[s], memory_order_relaxed);
+	return sum;
+}
+
 __attribute__((visibility("default"))) void lode_preload_stats(struct lode_preload_stats *out)
 {
-	out->opens = atomic_load(&pl_stats[PL_ST_OPENS]);
-	out->opens_passed = atomic_load(&pl_stats[PL_ST_OPENS_PASSED]);
-	out->reads = atomic_load(&pl_stats[PL_ST_READS]);
-	out->writes = atomic_load(&pl_stats[PL_ST_WRITES]);
-	out->bytes_read = atomic_load(&pl_stats[PL_ST_BYTES_READ]);
-	out->bytes_written = atomic_load(&pl_stats[PL_ST_BYTES_WRITTEN]);
-	out->mounts = atomic_load(&pl_stats[PL_ST_MOUNTS]);
-	out->reopens = atomic_load(&pl_stats[PL_ST_REOPENS]);
-	out->errors = atomic_load(&pl_stats[PL_ST_ERRORS]);
+	out->opens = pl_stat_get(PL_ST_OPENS);
+	out->opens_passed = pl_stat_get(PL_ST_OPENS_PASSED);
+	out->reads = pl_stat_get(PL_ST_READS);
+	out->writes = pl_stat_get(PL_ST_WRITES);
+	out->bytes_read = pl_stat_get(PL_ST_BYTES_READ);
+	out->bytes_written = pl_stat_get(PL_ST_BYTES_WRITTEN);
+	out->mounts = pl_stat_get(PL_ST_MOUNTS);
+	out->reopens = pl_stat_get(PL_ST_REOPENS);
+	out->errors = pl_stat_get(PL_ST_ERRORS);
 }
 
 /*

@@ -642,6 +642,7 @@ static void test_threads(void)
 	/* eight readers share one offset: no block twice, none missed */
 	uint64_t *seen = calloc(T_N * T_RANGE / 4096, sizeof(*seen));
 	CHECK_EQ(lseek(fd, 0, SEEK_SET), 0);
+	struct lode_preload_stats s0 = stats_now();
 	for (int i = 0; i < T_N; i++) {
 		a[i] = (struct tharg){ .i = i, .fd = fd, .seen = seen };
 		pthread_create(&t[i], NULL, thread_shared_read, &a[i]);
@@ -652,6 +653,11 @@ static void test_threads(void)
 		total += a[i].got;
 	}
 	CHECK(total == (uint64_t)T_N * T_RANGE, "shared readers read %" PRIu64 " bytes", total);
+	/* Each thread counts in its own stripe; the sum is every byte. */
+	struct lode_preload_stats s1 = stats_now();
+	CHECK(s1.bytes_read - s0.bytes_read == total,
+	      "the readers' bytes counted as %" PRIu64 ", read %" PRIu64,
+	      s1.bytes_read - s0.bytes_read, total);
 	int once = 0;
 	for (int b = 0; b < T_N * T_RANGE / 4096; b++)
 		once += seen[b] == 1;
