@@ -1015,12 +1015,8 @@ static int req_send(struct creq *r)
 	h.target = c->w[r->tgt].local;
 	h.session = c->session[r->tgt];
 	h.map_ver = atomic_load_explicit(&c->map_ver, memory_order_relaxed);
-	if (r->op == NET_OP_HELLO) {
+	if (r->op == NET_OP_HELLO)
 		h.flags |= NET_F_PEER_ERR;
-		/* Our context has the shm transports only (net_context_create). */
-		if (c->transport == NET_TP_SHM)
-			h.flags |= NET_F_EP_OWN;
-	}
 	h.flags |= r->hflags;
 	if (r->rebuild)
 		h.flags |= NET_F_REBUILD;

@@ -132,10 +132,6 @@ enum net_flag {
 				      * ignored) */
 	NET_F_LEASE_OBJ = 1u << 10,  /* NET_OP_LEASE of the whole object (an EC object
 				      * punch's; both keys ignored) */
-	NET_F_EP_OWN = 1u << 11,     /* NET_OP_HELLO: the client's endpoints share no
-				      * connection with the server's (shared memory), so
-				      * the server closes the session's endpoint as soon
-				      * as it has answered the session's BYE */
 };
 
 /* Argument fields; an opcode's request carries the ones its mask names, in this order. */

@@ -65,7 +65,6 @@ struct session {
 	ucp_ep_h ep;
 	uint32_t id;
 	bool peer_err;  /* the endpoint reports the client's death (the client asked: all do now) */
-	bool ep_own;    /* the endpoint shares no connection with the client's (NET_F_EP_OWN) */
 	bool ended;     /* BYE came: no more requests, the endpoint waits for the client to go */
 	uint64_t client; /* the capability's client id that opened it: every request must match */
 	bool closed;    /* its endpoint is closed; freed when no op holds it */
@@ -422,15 +421,13 @@ struct cm_conn;
 static void cm_unlink_session(struct cm_conn *cc);
 
 /*
- * A BYE: the session takes no more requests. Over tcp and rdma UCX pairs
- * the client's endpoint with ours, and closing ours would cut the client's
- * too; so an endpoint that reports peer failure stays until the client's
- * side goes (session_error closes it then). Over shared memory each side
- * writes into the other's FIFO and nothing is paired: the client says so
- * (NET_F_EP_OWN), and its endpoint closes now, with the client's segments
- * it had attached, rather than at UCX's peer check after the client's
- * process exits (a process that disconnects and lives on kept them). Others
- * close now.
+ * A BYE: the session takes no more requests. UCX pairs the client's
+ * endpoint with ours (over tcp, on one connection), and closing ours would
+ * cut the client's too; so an endpoint that reports peer failure stays
+ * until the client's side goes (session_error closes it then: over shm at
+ * UCX's next peer check, UCX_KEEPALIVE_INTERVAL). A session without
+ * peer-failure handling (a raw client's) ends now, but UCX will not
+ * force-close its endpoint and keeps it (session_close logs that).
  */
 static void session_end(struct srv_tgt *t, uint32_t sn)
 {
@@ -438,7 +435,7 @@ static void session_end(struct srv_tgt *t, uint32_t sn)
 
 	if (!ss)
 		return;
-	if (ss->peer_err && !ss->ep_own)
+	if (ss->peer_err)
 		ss->ended = true;
 	else
 		session_close(t, sn);
@@ -782,6 +779,9 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 		return;
 	t->sessions[sn - 1] = NULL;
 	ss->closed = true;
+	/* Held here: a cancel or the close may complete an op's send at once,
+	 * and its op_unbind must not free ss under us. */
+	ss->refs++;
 	lease_drop_session(&t->leases, sn); /* a writer that died gives way */
 	/* Values still being received from this client never will be. */
 	for (struct srv_op *op = t->busy; op; op = op->bnext)
@@ -798,7 +798,7 @@ static void session_close(struct srv_tgt *t, uint32_t sn)
 			srv_log("target %u: session %u's endpoint not closed (%s); UCX holds it "
 				"until loded stops", t->idx, sn, lode_strerror(rc));
 	}
-	if (ss->refs == 0)
+	if (--ss->refs == 0)
 		session_free(ss);
 }
 
@@ -1000,7 +1000,6 @@ static void session_open(struct srv_op *op)
 		ep.err_handler.arg = ss;
 		ss->peer_err = true;
 	}
-	ss->ep_own = op->hdr.flags & NET_F_EP_OWN;
 	if (ucp_ep_create(t->worker, &ep, &e) != UCS_OK) {
 		free(ss);
 		op->rc = -EPROTO;

@@ -362,58 +362,6 @@ static void test_connect_refused(void **state)
 	assert_int_equal(lode_connect(hs_addr(&srv), &co, NULL), -EFAULT);
 }
 
-/* The SysV segments the server has attached: its shm clients' FIFOs and buffers. */
-static int server_sysv_held(void)
-{
-	char path[64], line[1024];
-	int n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)srv.pid);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "/SYSV"))
-			n++;
-	fclose(f);
-	return n;
-}
-
-/*
- * A process that disconnects and lives on (a library that remounts, an
- * engine's rebuild connections): over shared memory the server closes a
- * session's endpoint once it has answered its BYE, and lets go of the
- * client's segments it had attached. It used to keep them until the
- * client's process exited, 4 or more per connection. Over tcp a session
- * goes with its connection, and no segments are involved.
- */
-static void test_reconnect_lets_go(void **state)
-{
-	struct lode_conn_opts co = {.transport = tp, .timeout_ms = 5000};
-	struct lode_target_status st[NTARGETS];
-	int base, during = 0, after = 0;
-
-	(void)state;
-	if (strcmp(tp, "shm") != 0)
-		skip();
-	base = server_sysv_held();
-	for (int i = 0; i < 5; i++) {
-		lode_conn_t *c = NULL;
-
-		assert_int_equal(lode_connect(hs_addr(&srv), &co, &c), 0);
-		assert_int_equal(lode_status(c, st, NTARGETS), NTARGETS);
-		if (i == 0)
-			during = server_sysv_held();
-		assert_int_equal(lode_disconnect(c), 0);
-	}
-	for (int i = 0; i < 300 && (after = server_sysv_held()) > base; i++)
-		usleep(10000);
-	print_message("  server's SysV segments: %d before, %d with a connection, %d after 5\n",
-		      base, during, after);
-	assert_true(during > base); /* what is counted is the connection's */
-	assert_true(after <= base);
-}
-
 /* ---- containers ------------------------------------------------------------ */
 
 static char labels[256][LODE_LABEL_MAX + 1];
@@ -1909,7 +1857,6 @@ static void test_snap_epoch_ahead(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_conn_query),
 	cmocka_unit_test(test_connect_refused),
-	cmocka_unit_test(test_reconnect_lets_go),
 	T(test_status),
 	cmocka_unit_test(test_containers),
 	T(test_single_values),
